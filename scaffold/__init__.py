@@ -1,0 +1,1 @@
+"""omnitts-scaffold: write a complete TTS model integration into a vLLM-Omni tree."""

@@ -1,0 +1,156 @@
+"""Names derived from the user's model name, and the template context built from them."""
+
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import dataclass
+
+from omnitts.scaffold.errors import ScaffoldError
+
+_IDENT = re.compile(r"^[a-z][a-z0-9_]*$")
+_ARCH = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+
+PATTERNS = ("two-stage", "single-stage", "native-ar")
+
+# The generated tiny model's defaults, shared with the pattern templates' config classes.
+TINY_MODEL_SAMPLE_RATE = 16000
+TINY_MODEL_EOS_TOKEN_ID = 1
+
+# vLLM-Omni's own license header convention (every .py of the 0.14-0.30 releases starts with it).
+DEFAULT_LICENSE_HEADER = (
+    "# SPDX-License-Identifier: Apache-2.0\n# SPDX-FileCopyrightText: Copyright contributors to the vLLM project"
+)
+
+
+def check_identifier(value: str, what: str) -> str:
+    if keyword.iskeyword(value) or keyword.issoftkeyword(value):
+        raise ScaffoldError(f"{what} {value!r} is a Python keyword; pick another name")
+    if not _IDENT.match(value):
+        raise ScaffoldError(
+            f"{what} {value!r} is not a valid lower_snake_case Python identifier (letters, digits, underscores)"
+        )
+    return value
+
+
+def camel_case(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_") if part)
+
+
+@dataclass(frozen=True)
+class ModelNames:
+    """Every name the integration uses, derived once so that all files agree."""
+
+    name: str
+    pattern: str
+    model_type: str
+    stage_key: str
+    arch: str
+    priority: str = "medium"
+
+    @property
+    def camel(self) -> str:
+        return camel_case(self.name)
+
+    @property
+    def upper(self) -> str:
+        return self.name.upper()
+
+    @property
+    def decoder_arch(self) -> str | None:
+        return f"{self.camel}Code2Wav" if self.pattern == "two-stage" else None
+
+    @property
+    def decoder_stage_key(self) -> str | None:
+        return f"{self.name}_code2wav" if self.pattern == "two-stage" else None
+
+    @property
+    def stage_keys(self) -> tuple[str, ...]:
+        return tuple(k for k in (self.stage_key, self.decoder_stage_key) if k)
+
+    @property
+    def archs(self) -> tuple[str, ...]:
+        return tuple(a for a in (self.arch, self.decoder_arch) if a)
+
+    @property
+    def pipeline_var(self) -> str:
+        return f"{self.model_type.upper()}_PIPELINE"
+
+    @property
+    def config_class(self) -> str:
+        return f"{self.camel}Config"
+
+    def registry_entries(self) -> list[tuple[str, str, str, str]]:
+        """(arch, package dir, module stem, class) for each class the registry must resolve."""
+        n, c = self.name, self.camel
+        if self.pattern == "two-stage":
+            return [
+                (self.arch, n, f"{n}_talker", f"{c}TalkerForConditionalGeneration"),
+                (self.decoder_arch, n, f"{n}_code2wav", f"{c}Code2Wav"),
+            ]
+        if self.pattern == "single-stage":
+            return [(self.arch, n, f"modeling_{n}", f"{c}ForGeneration")]
+        return [(self.arch, n, f"modeling_{n}", f"{c}ForConditionalGeneration")]
+
+
+def make_names(
+    name: str,
+    pattern: str,
+    *,
+    model_type: str | None = None,
+    stage_key: str | None = None,
+    arch: str | None = None,
+    priority: str = "medium",
+) -> ModelNames:
+    check_identifier(name, "model name")
+    if pattern not in PATTERNS:
+        raise ScaffoldError(f"unknown pattern {pattern!r}; choose one of {', '.join(PATTERNS)}")
+    model_type = check_identifier(model_type or name, "model type")
+    stage_key = check_identifier(stage_key or name, "stage key")
+    arch = arch or f"{camel_case(name)}ForConditionalGeneration"
+    if not _ARCH.match(arch) or keyword.iskeyword(arch):
+        raise ScaffoldError(f"architecture {arch!r} is not a CamelCase Python class name")
+    if priority not in ("high", "medium", "low"):
+        raise ScaffoldError(f"unknown priority {priority!r}; choose high, medium or low")
+    names = ModelNames(name, pattern, model_type, stage_key, arch, priority)
+    if names.decoder_arch == arch:
+        raise ScaffoldError(f"architecture {arch!r} collides with the decoder class name")
+    return names
+
+
+def template_context(
+    names: ModelNames,
+    *,
+    target: str = "vllm_omni",
+    request_id_keys: tuple[str, ...] = ("request_id",),
+    license_header: str = DEFAULT_LICENSE_HEADER,
+) -> dict[str, str]:
+    """The cookiecutter context every template receives (docs/architecture.md lists the keys)."""
+    standalone = target == "standalone"
+    return {
+        "name": names.name,
+        "camel": names.camel,
+        "upper": names.upper,
+        "model_type": names.model_type,
+        "arch": names.arch,
+        "decoder_arch": names.decoder_arch or "",
+        "stage_key": names.stage_key,
+        "decoder_stage_key": names.decoder_stage_key or "",
+        "pattern": names.pattern,
+        "priority": names.priority,
+        "target": target,
+        "module_prefix": "omnitts.reference_models" if standalone else "vllm_omni.model_executor",
+        "omni_output_import": (
+            "from omnitts.reference_models.contract import OmniOutput"
+            if standalone
+            else "from vllm_omni.model_executor.models.output_templates import OmniOutput"
+        ),
+        "logger_import": "import logging" if standalone else "from vllm.logger import init_logger",
+        "logger_init": "logger = logging.getLogger(__name__)" if standalone else "logger = init_logger(__name__)",
+        "request_id_keys": ",".join(request_id_keys),
+        "license_header": license_header,
+        # Defaults of the generated tiny model (its config class); the contributor replaces them.
+        "sample_rate": str(TINY_MODEL_SAMPLE_RATE),
+        "eos_token_id": str(TINY_MODEL_EOS_TOKEN_ID),
+        "hf_repo": f"your-org/{names.name.replace('_', '-')}",
+    }

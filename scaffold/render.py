@@ -1,0 +1,63 @@
+"""Render the cookiecutter templates in `templates/` into memory.
+
+Cookiecutter renders a template folder to disk; we render into a private temp folder and read the
+files back, so that rendering never touches the target tree (the plan decides what is written).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from cookiecutter.main import cookiecutter
+
+from omnitts.scaffold.errors import ScaffoldError
+
+
+def templates_root() -> Path:
+    return Path(str(resources.files("omnitts.templates")))
+
+
+def _render(template_dir: Path, ctx: dict[str, str]) -> dict[str, str]:
+    if not (template_dir / "cookiecutter.json").is_file():
+        raise ScaffoldError(f"internal error: template {template_dir} has no cookiecutter.json")
+    with tempfile.TemporaryDirectory(prefix="omnitts-render-") as tmp:
+        try:
+            out = cookiecutter(
+                str(template_dir),
+                no_input=True,
+                extra_context=ctx,
+                output_dir=tmp,
+                overwrite_if_exists=True,
+                accept_hooks=False,
+            )
+        except Exception as exc:  # cookiecutter wraps Jinja errors in its own types
+            raise ScaffoldError(f"internal error: rendering {template_dir.name} failed: {exc}") from exc
+        base = Path(out)
+        files = {}
+        for path in sorted(base.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                text = path.read_text(encoding="utf-8")
+                if text.strip():  # templates render to empty text for files a pattern does not need
+                    files[path.relative_to(base).as_posix()] = text
+        return files
+
+
+def render_pattern(pattern: str, ctx: dict[str, str], out_dir: Path | None = None) -> dict[str, str]:
+    """Model package + stage input processor of `pattern`, keyed by path below `vllm_omni/model_executor/`.
+
+    With `out_dir`, the files are also written there (used to regenerate the reference models).
+    """
+    files = _render(templates_root() / "patterns" / pattern, ctx)
+    if out_dir is not None:
+        for rel, text in files.items():
+            path = Path(out_dir) / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    return files
+
+
+def render_shared(ctx: dict[str, str]) -> dict[str, str]:
+    """Pipeline, deploy yaml, examples and tests, keyed by path below the tree root."""
+    return _render(templates_root() / "shared", ctx)

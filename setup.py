@@ -1,0 +1,15 @@
+"""Maps the repo's top-level folders onto the ``omnitts.*`` namespace (see pyproject.toml)."""
+
+from setuptools import find_namespace_packages, setup
+
+ROOTS = ("scaffold", "validators", "reference_models", "templates")
+DATA = ["*.j2", "*.jinja", "*.json", "*.yaml", "*.yml", "*.md", "*.txt", "*.sh", "*.pt", "*.npz", "*.toml"]
+
+packages: list[str] = []
+package_dir: dict[str, str] = {}
+for root in ROOTS:
+    package_dir[f"omnitts.{root}"] = root
+    packages.append(f"omnitts.{root}")
+    packages += [f"omnitts.{root}.{sub}" for sub in find_namespace_packages(root, exclude=["*__pycache__*"])]
+
+setup(packages=packages, package_dir=package_dir, package_data={pkg: DATA for pkg in packages})

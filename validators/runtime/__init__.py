@@ -1,0 +1,1 @@
+"""Runtime validators: the runner harness, per-release consolidation, sync spy, audio and checklist output."""

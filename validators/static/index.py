@@ -1,0 +1,375 @@
+"""Per-module index shared by the model rules: classes, functions, in-file call graph, and which
+code runs per step (hot) — built once per file, only for files a model rule looks at.
+
+Hotness: a *per-step* function is a model hook (``forward``, ``make_omni_output``, ...) or anything
+it calls, in this file; every loop in a per-step function is a hot loop (per-request loops, AR
+decode, solver and vocoder loops); a function called from a hot loop is hot in its whole body.
+Calls under a run-once guard (``if self._x is None:``, ``if key not in self._cache:``, CUDA-graph
+capture, debug-only branches) do not propagate. A generator function is per-step wherever it is
+created, because its body runs on each ``next()``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+PER_STEP_ENTRIES = frozenset({"forward", "make_omni_output", "compute_logits", "preprocess", "postprocess", "sample"})
+FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
+LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
+_DEBUG_NAME = re.compile(r"debug|verbose|profil|trace|isEnabledFor|_log_|logging", re.I)
+_CACHE_DECORATORS = {"cache", "lru_cache", "cached_property", "functools.cache", "functools.lru_cache"}
+
+
+def dotted(node: ast.AST) -> str:
+    """`a.b.c` for Name/Attribute chains, '' otherwise."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return ""
+
+
+def is_self_attr(node: ast.AST) -> str | None:
+    """Name of ``self.X`` (only the first level), else None."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def _guard_atom(test: ast.AST) -> bool:
+    # self._x is None / not self._x / not hasattr(self, ...) / key not in self._cache / self._done is False
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op, left, right = test.ops[0], test.left, test.comparators[0]
+        if isinstance(op, ast.Is) and isinstance(right, ast.Constant) and right.value in (None, False):
+            return bool(dotted(left).startswith("self.")) or isinstance(left, ast.Name)
+        if isinstance(op, ast.NotIn) and dotted(right).startswith("self."):
+            return True
+        if isinstance(op, ast.Eq) and isinstance(right, ast.Constant) and right.value in (None, False, 0):
+            return dotted(left).startswith("self.")
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = test.operand
+        if dotted(inner).startswith("self."):
+            return True
+        if isinstance(inner, ast.Call) and dotted(inner.func) in ("hasattr", "getattr"):
+            return bool(inner.args) and isinstance(inner.args[0], ast.Name) and inner.args[0].id == "self"
+    return False
+
+
+def is_run_once_test(test: ast.AST) -> bool:
+    """True for a branch taken once (lazy init, first sight of a key) or only when debugging."""
+    if _guard_atom(test):
+        return True
+    if isinstance(test, ast.BoolOp):
+        if isinstance(test.op, ast.Or):
+            return any(is_run_once_test(v) for v in test.values)
+        return any(is_run_once_test(v) for v in test.values)  # `a and self._x is None`: still once
+    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute)
+    }
+    return any(_DEBUG_NAME.search(n) for n in names)
+
+
+def is_graph_capture(with_node: ast.With) -> bool:
+    return any("graph" in dotted(item.context_expr.func if isinstance(item.context_expr, ast.Call) else item.context_expr)
+               for item in with_node.items)
+
+
+@dataclass
+class FuncInfo:
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    qualname: str
+    cls: str | None
+    is_generator: bool
+    calls: list[tuple[ast.Call, bool, bool]] = field(default_factory=list)  # (call, in_loop, guarded)
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+@dataclass
+class ClassInfo:
+    node: ast.ClassDef
+    name: str
+    bases: list[str]
+    methods: dict[str, FuncInfo] = field(default_factory=dict)
+    attr_class: dict[str, str] = field(default_factory=dict)  # self.x = Foo(...) -> "Foo"
+    attr_values: dict[str, list[ast.AST]] = field(default_factory=dict)  # self.x = <value>, all sites
+
+
+def walk_expr(node: ast.AST, in_loop: bool = False) -> Iterator[tuple[ast.AST, bool]]:
+    """Every node of an expression with whether it runs once per element of a comprehension.
+    Lambda bodies are skipped (they run when called, elsewhere)."""
+    stack = [(node, in_loop)]
+    while stack:
+        n, loop = stack.pop()
+        yield n, loop
+        if isinstance(n, ast.Lambda):
+            continue
+        if isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            gens = n.generators
+            stack.append((gens[0].iter, loop))
+            for g in gens[1:]:
+                stack.append((g.iter, True))
+            for g in gens:
+                stack.append((g.target, True))
+                stack.extend((c, True) for c in g.ifs)
+            elts = [n.key, n.value] if isinstance(n, ast.DictComp) else [n.elt]
+            stack.extend((e, True) for e in elts)
+            continue
+        stack.extend((c, loop) for c in ast.iter_child_nodes(n))
+
+
+def stmt_exprs(stmt: ast.stmt) -> list[ast.AST]:
+    """The expressions a statement evaluates itself (not those of nested statement bodies)."""
+    if isinstance(stmt, (ast.If, ast.While)):
+        return [stmt.test]
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return [stmt.iter, stmt.target]
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return [i.context_expr for i in stmt.items] + [i.optional_vars for i in stmt.items if i.optional_vars]
+    if isinstance(stmt, (ast.Try,)) or isinstance(stmt, FUNC_TYPES + (ast.ClassDef,)):
+        return []
+    if hasattr(ast, "TryStar") and isinstance(stmt, ast.TryStar):
+        return []
+    if isinstance(stmt, ast.Match):
+        return [stmt.subject]
+    return [stmt]
+
+
+def child_blocks(stmt: ast.stmt) -> list[tuple[list[ast.stmt], str]]:
+    """Nested statement lists with a role: body/orelse/loop/handler/finally."""
+    if isinstance(stmt, LOOP_TYPES):
+        return [(stmt.body, "loop"), (stmt.orelse, "orelse")]
+    if isinstance(stmt, ast.If):
+        return [(stmt.body, "then"), (stmt.orelse, "else")]
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return [(stmt.body, "with")]
+    if isinstance(stmt, ast.Try) or (hasattr(ast, "TryStar") and isinstance(stmt, ast.TryStar)):
+        out = [(stmt.body, "try")]
+        out += [(h.body, "handler") for h in stmt.handlers]
+        return out + [(stmt.orelse, "orelse"), (stmt.finalbody, "finally")]
+    if isinstance(stmt, ast.Match):
+        return [(c.body, "case") for c in stmt.cases]
+    return []
+
+
+@dataclass
+class Ctx:
+    loops: int = 0  # enclosing loops within this function
+    guarded: bool = False  # under a run-once / debug-only guard
+    error_path: bool = False  # except handler, raise
+
+
+def iter_stmts(body: list[ast.stmt], ctx: Ctx | None = None) -> Iterator[tuple[ast.stmt, Ctx]]:
+    """Statements of a function body (not nested defs) with their loop/guard context."""
+    ctx = ctx or Ctx()
+    for stmt in body:
+        yield stmt, ctx
+        if isinstance(stmt, FUNC_TYPES + (ast.ClassDef,)):
+            continue
+        for block, role in child_blocks(stmt):
+            sub = ctx
+            if role == "loop":
+                sub = Ctx(ctx.loops + 1, ctx.guarded, ctx.error_path)
+            elif role == "then" and is_run_once_test(stmt.test):
+                sub = Ctx(ctx.loops, True, ctx.error_path)
+            elif role == "with" and is_graph_capture(stmt):
+                sub = Ctx(ctx.loops, True, ctx.error_path)
+            elif role == "handler":
+                sub = Ctx(ctx.loops, ctx.guarded, True)
+            yield from iter_stmts(block, sub)
+
+
+def _is_generator(fn: ast.AST) -> bool:
+    stack = list(ast.iter_child_nodes(fn))
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.Yield, ast.YieldFrom)):
+            return True
+        if isinstance(n, FUNC_TYPES + (ast.Lambda, ast.ClassDef)):
+            continue
+        stack.extend(ast.iter_child_nodes(n))
+    return False
+
+
+def _cached(fn: ast.AST) -> bool:
+    return any(dotted(d.func if isinstance(d, ast.Call) else d) in _CACHE_DECORATORS for d in fn.decorator_list)
+
+
+class ModuleIndex:
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.classes: dict[str, ClassInfo] = {}
+        self.functions: dict[str, FuncInfo] = {}  # qualname -> info (module functions and methods)
+        self.module_funcs: dict[str, FuncInfo] = {}
+        self._spans: list[tuple[int, int, str]] = []
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                self._add_class(node, node.name)
+            elif isinstance(node, FUNC_TYPES):
+                info = self._add_func(node, node.name, None)
+                self.module_funcs[node.name] = info
+        self._collect_calls()
+        self.per_step, self.hot = self._hotness()
+
+    # --- construction -------------------------------------------------------------------------
+    def _add_class(self, node: ast.ClassDef, qual: str) -> None:
+        info = ClassInfo(node, node.name, [dotted(b).split(".")[-1] for b in node.bases])
+        self.classes.setdefault(node.name, info)
+        self._spans.append((node.lineno, node.end_lineno or node.lineno, qual))
+        for item in node.body:
+            if isinstance(item, FUNC_TYPES):
+                info.methods[item.name] = self._add_func(item, f"{qual}.{item.name}", node.name)
+            elif isinstance(item, ast.ClassDef):
+                self._add_class(item, f"{qual}.{item.name}")
+        for fn in info.methods.values():
+            for n in ast.walk(fn.node):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AnnAssign, ast.AugAssign)) else []
+                value = getattr(n, "value", None)
+                for t in targets:
+                    attr = is_self_attr(t)
+                    if attr is None:
+                        continue
+                    if value is not None:
+                        info.attr_values.setdefault(attr, []).append(value)
+                    if isinstance(value, ast.Call) and fn.name == "__init__":
+                        cname = dotted(value.func).split(".")[-1]
+                        if cname[:1].isupper():
+                            info.attr_class.setdefault(attr, cname)
+                # self.register_buffer("name", tensor)
+                if isinstance(n, ast.Call) and dotted(n.func) == "self.register_buffer" and n.args:
+                    first = n.args[0]
+                    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                        info.attr_values.setdefault(first.value, []).append(n)
+
+    def _add_func(self, node, qual: str, cls: str | None) -> FuncInfo:
+        info = FuncInfo(node, qual, cls, _is_generator(node))
+        self.functions[qual] = info
+        self._spans.append((node.lineno, node.end_lineno or node.lineno, qual))
+        for item in ast.walk(node):
+            if item is not node and isinstance(item, FUNC_TYPES) and item.name:
+                nested = f"{qual}.{item.name}"
+                if nested not in self.functions:
+                    self.functions[nested] = FuncInfo(item, nested, cls, _is_generator(item))
+                    self._spans.append((item.lineno, item.end_lineno or item.lineno, nested))
+        return info
+
+    def _collect_calls(self) -> None:
+        for fn in self.functions.values():
+            for stmt, ctx in iter_stmts(fn.node.body):
+                for expr in stmt_exprs(stmt):
+                    for n, comp in walk_expr(expr):
+                        if isinstance(n, ast.Call):
+                            fn.calls.append((n, ctx.loops > 0 or comp, ctx.guarded))
+
+    # --- queries ------------------------------------------------------------------------------
+    def method(self, cls: str | None, name: str) -> FuncInfo | None:
+        seen = set()
+        while cls and cls not in seen:
+            seen.add(cls)
+            info = self.classes.get(cls)
+            if info is None:
+                return None
+            if name in info.methods:
+                return info.methods[name]
+            cls = next((b for b in info.bases if b in self.classes), None)
+        return None
+
+    def attr_class(self, cls: str | None, attr: str) -> str | None:
+        seen = set()
+        while cls and cls not in seen:
+            seen.add(cls)
+            info = self.classes.get(cls)
+            if info is None:
+                return None
+            if attr in info.attr_class:
+                return info.attr_class[attr]
+            cls = next((b for b in info.bases if b in self.classes), None)
+        return None
+
+    def resolve(self, fn: FuncInfo, call: ast.Call) -> FuncInfo | None:
+        """The in-file function a call reaches, if it can be told statically."""
+        func = call.func
+        if isinstance(func, ast.Name):
+            if func.id in self.module_funcs:
+                return self.module_funcs[func.id]
+            if func.id in self.classes:
+                return self.method(func.id, "__init__")
+            return self.functions.get(f"{fn.qualname}.{func.id}")
+        if not isinstance(func, ast.Attribute):
+            return None
+        base = func.value
+        if isinstance(base, ast.Name) and base.id in ("self", "cls"):
+            return self.method(fn.cls, func.attr)
+        attr = is_self_attr(base)
+        if attr is not None:  # self.sub.method(...)
+            return self.method(self.attr_class(fn.cls, attr), func.attr)
+        if isinstance(base, ast.Call) and dotted(base.func) == "super" and fn.cls:
+            info = self.classes.get(fn.cls)
+            for b in info.bases if info else []:
+                found = self.method(b, func.attr)
+                if found:
+                    return found
+        if isinstance(base, ast.Name) and base.id in self.classes:
+            return self.method(base.id, func.attr)
+        return None
+
+    def resolve_module_call(self, fn: FuncInfo, call: ast.Call) -> FuncInfo | None:
+        """``self.sub(x)`` runs ``Sub.forward``."""
+        attr = is_self_attr(call.func)
+        if attr is not None and fn.cls is not None and self.method(fn.cls, attr) is None:
+            return self.method(self.attr_class(fn.cls, attr), "forward")
+        return None
+
+    def callees(self, fn: FuncInfo) -> Iterator[tuple[FuncInfo, bool, bool]]:
+        for call, in_loop, guarded in fn.calls:
+            target = self.resolve(fn, call) or self.resolve_module_call(fn, call)
+            if target is not None and target is not fn:
+                yield target, in_loop, guarded
+
+    def _hotness(self) -> tuple[set[str], set[str]]:
+        per_step: set[str] = set()
+        hot: set[str] = set()
+        work = [f for f in self.functions.values() if f.cls and f.name in PER_STEP_ENTRIES and not _cached(f.node)]
+        per_step.update(f.qualname for f in work)
+        hot_work: list[FuncInfo] = []
+        while work:
+            fn = work.pop()
+            for target, in_loop, guarded in self.callees(fn):
+                if _cached(target.node):
+                    continue
+                if guarded and not target.is_generator:
+                    continue
+                if in_loop and target.qualname not in hot:
+                    hot.add(target.qualname)
+                    hot_work.append(target)
+                if target.qualname not in per_step:
+                    per_step.add(target.qualname)
+                    work.append(target)
+        while hot_work:
+            fn = hot_work.pop()
+            for target, _in_loop, guarded in self.callees(fn):
+                if guarded and not target.is_generator:
+                    continue
+                if target.qualname not in hot and not _cached(target.node):
+                    hot.add(target.qualname)
+                    per_step.add(target.qualname)
+                    hot_work.append(target)
+        return per_step, hot
+
+    def symbol_at(self, line: int) -> str:
+        best, size = "<module>", 1 << 30
+        for start, end, qual in self._spans:
+            if start <= line <= end and end - start < size:
+                best, size = qual, end - start
+        return best
+
+    def class_of(self, fn: FuncInfo) -> ClassInfo | None:
+        return self.classes.get(fn.cls) if fn.cls else None

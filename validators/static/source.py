@@ -1,0 +1,57 @@
+"""One file under lint: text, parsed tree, kind, and the lazily built module index rules share."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from omnitts.validators.static.rule import CODE, CONFIG, CONSUMER, MODEL
+from omnitts.validators.static.treefacts import TreeFacts
+
+# Path components that make a file a consumer of engine outputs (tests, examples, benchmarks).
+_CONSUMER_DIRS = {"tests", "test", "examples", "example", "benchmarks", "benchmark", "apps", "demo", "demos"}
+_MODEL_HINT = re.compile(r"^\s*def (forward|make_omni_output|on_requests_finished)\(", re.M)
+
+
+def classify(rel: str, text: str) -> str:
+    """``consumer`` for tests/examples/benchmarks, ``model`` for modules defining a model hook,
+    ``config`` for YAML, else ``code``."""
+    if rel.endswith((".yaml", ".yml")):
+        return CONFIG
+    parts = rel.split("/")
+    name = parts[-1]
+    if _CONSUMER_DIRS.intersection(parts[:-1]) or name.startswith("test_") or name.endswith("_test.py"):
+        return CONSUMER
+    if name in ("end2end.py", "conftest.py") or name.startswith(("bench_", "benchmark_")):
+        return CONSUMER
+    if _MODEL_HINT.search(text):
+        return MODEL
+    return CODE
+
+
+@dataclass
+class SourceFile:
+    path: str  # as displayed in findings
+    rel: str  # posix path relative to the tree root (or to the lint root) for path-based decisions
+    text: str
+    tree: ast.Module
+    facts: TreeFacts = field(default_factory=TreeFacts)
+
+    @cached_property
+    def kind(self) -> str:
+        return classify(self.rel, self.text)
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return self.text.splitlines()
+
+    @cached_property
+    def index(self):
+        from omnitts.validators.static.index import ModuleIndex
+
+        return ModuleIndex(self.tree)
+
+    def segment(self, node: ast.AST) -> str:
+        return ast.get_source_segment(self.text, node) or ""

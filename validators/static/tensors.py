@@ -1,0 +1,426 @@
+"""A small flow-sensitive guess of what each value is: an accelerator tensor, a CPU tensor, a NumPy
+array, or a plain Python value — enough to tell a host sync from a host-side computation.
+
+Kinds: ``dev`` (torch tensor, device not known to be the CPU), ``cpu`` (torch tensor known on the
+CPU), ``nd`` (NumPy), ``py`` (Python value), ``unk``. ``host`` joins cpu/nd/py. Factories without
+``device=`` inside forward create CPU tensors; tensors created in ``__init__`` follow the module.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from omnitts.validators.static.index import (
+    FUNC_TYPES,
+    ClassInfo,
+    Ctx,
+    ModuleIndex,
+    child_blocks,
+    dotted,
+    is_graph_capture,
+    is_run_once_test,
+    is_self_attr,
+    stmt_exprs,
+    walk_expr,
+)
+
+DEV, CPU, ND, PY, UNK, HOST = "dev", "cpu", "nd", "py", "unk", "host"
+HOST_KINDS = frozenset({CPU, ND, PY, HOST})
+TENSOR_KINDS = frozenset({DEV, CPU})
+
+TORCH_MODULES = ("torch", "torch.nn.functional", "F", "torch.linalg", "torch.fft", "torch.special", "nn.functional")
+TORCH_NON_TENSOR = frozenset(
+    """is_tensor is_floating_point is_complex numel get_default_dtype device dtype Size finfo iinfo manual_seed
+    is_grad_enabled compile no_grad inference_mode enable_grad set_grad_enabled get_rng_state set_rng_state
+    is_inference_mode_enabled get_num_threads set_default_dtype promote_types result_type can_cast
+    is_autocast_enabled autocast broadcast_shapes""".split()
+)
+FACTORIES = frozenset(
+    """tensor as_tensor zeros ones empty full arange linspace logspace rand randn randint randperm eye
+    zeros_like ones_like empty_like full_like rand_like randn_like randint_like from_numpy frombuffer
+    empty_strided scalar_tensor""".split()
+)
+SIZE_METHODS = frozenset(
+    "size numel dim element_size stride is_contiguous data_ptr get_device nelement storage_offset is_floating_point "
+    "ndimension __len__ is_pinned".split()
+)
+SIZE_ATTRS = frozenset("shape ndim dtype device is_cuda requires_grad is_leaf layout itemsize nbytes".split())
+TENSOR_METHODS = frozenset(
+    """sum mean max min argmax argmin amax amin float half bfloat16 double long int bool short byte view reshape
+    view_as reshape_as clone detach contiguous squeeze unsqueeze transpose permute flatten unflatten any all eq ne
+    gt lt ge le abs exp log sqrt rsqrt pow softmax log_softmax cumsum cumprod index_select gather scatter
+    masked_fill masked_select where expand expand_as repeat repeat_interleave narrow select split chunk unbind
+    topk sort argsort flip roll t T mT clamp clamp_ clamp_min clamp_max type_as new_zeros new_ones new_empty
+    new_full new_tensor add sub mul div neg sign round floor ceil trunc fmod remainder matmul bmm mm norm
+    std var prod nonzero count_nonzero logical_and logical_or logical_not isnan isinf isfinite nan_to_num
+    diff tril triu fill_ zero_ copy_ add_ mul_ sub_ div_ index_copy index_add index_fill unique
+    __getitem__ isin sigmoid tanh relu""".split()
+)
+# Layers whose call returns a tensor like their input (self.proj(x)).
+NN_LAYERS = frozenset(
+    """Linear Embedding Conv1d Conv2d ConvTranspose1d LayerNorm RMSNorm GroupNorm Dropout Identity SiLU GELU ReLU
+    Tanh Sigmoid ReplicatedLinear ColumnParallelLinear RowParallelLinear QKVParallelLinear MergedColumnParallelLinear
+    VocabParallelEmbedding ParallelLMHead""".split()
+)
+
+
+def join(a: str, b: str) -> str:
+    if a == b:
+        return a
+    if a in HOST_KINDS and b in HOST_KINDS:
+        return HOST
+    return UNK
+
+
+def _is_cpu_literal(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant) and node.value == "cpu":
+        return True
+    if isinstance(node, ast.Call) and dotted(node.func) in ("torch.device", "device") and node.args:
+        return _is_cpu_literal(node.args[0])
+    return False
+
+
+def _is_dtype(node: ast.AST) -> bool:
+    d = dotted(node)
+    return d.startswith("torch.") and d.split(".")[-1] in {
+        "float32", "float16", "bfloat16", "float64", "float", "half", "double", "long", "int64", "int32", "int16",
+        "int8", "uint8", "bool", "int", "complex64",
+    } or d.endswith("dtype")
+
+
+def _annotation_kind(ann: ast.AST | None) -> str:
+    if ann is None:
+        return UNK
+    text = ast.unparse(ann)
+    if "Tensor" in text and "list" not in text.lower() and "dict" not in text.lower() and "tuple" not in text.lower():
+        return DEV
+    return UNK
+
+
+def name_hint(name: str) -> str | None:
+    low = name.lower()
+    if low.endswith("_cpu") or low.startswith("cpu_") or "_cpu_" in low or low.endswith("_np") or low.endswith("_host"):
+        return HOST
+    return None
+
+
+class KindEval:
+    """Evaluates kinds of expressions under an environment (name -> kind)."""
+
+    def __init__(self, index: ModuleIndex, cls: ClassInfo | None) -> None:
+        self.index = index
+        self.cls = cls
+        self._attr_cache: dict[str, str] = {}
+
+    def self_attr_kind(self, attr: str) -> str:
+        hint = name_hint(attr)
+        if hint:
+            return hint
+        if self.cls is None:
+            return UNK
+        if attr not in self._attr_cache:
+            self._attr_cache[attr] = UNK  # cycles
+            values = self.cls.attr_values.get(attr, [])
+            kinds = set()
+            for v in values:
+                if isinstance(v, ast.Call) and dotted(v.func) == "self.register_buffer":
+                    kinds.add(DEV)
+                elif isinstance(v, ast.Call) and dotted(v.func).split(".")[-1] == "Parameter":
+                    kinds.add(DEV)
+                elif isinstance(v, ast.Call) and dotted(v.func).startswith("torch.") and dotted(v.func).split(".")[-1] in FACTORIES:
+                    # __init__ runs under vLLM's target-device context: module tensors live on the device.
+                    k = self.kind({}, v)
+                    kinds.add(CPU if k == CPU and any(_is_cpu_literal(kw.value) for kw in v.keywords) else DEV)
+                elif isinstance(v, ast.Constant) and v.value is None:
+                    continue
+                else:
+                    kinds.add(self.kind({}, v))
+            out = UNK
+            if kinds:
+                out = kinds.pop()
+                for k in kinds:
+                    out = join(out, k)
+            self._attr_cache[attr] = out
+        return self._attr_cache[attr]
+
+    def kind(self, env: dict[str, str], node: ast.AST | None) -> str:  # noqa: C901 - one dispatch table
+        if node is None:
+            return PY
+        if isinstance(node, ast.Constant | ast.JoinedStr | ast.List | ast.Tuple | ast.Dict | ast.Set):
+            return PY
+        if isinstance(node, ast.ListComp | ast.DictComp | ast.SetComp | ast.GeneratorExp | ast.Lambda):
+            return PY
+        if isinstance(node, ast.Name):
+            if node.id in env:
+                return env[node.id]
+            return name_hint(node.id) or UNK
+        if isinstance(node, ast.Attribute):
+            if node.attr in SIZE_ATTRS:
+                return PY
+            if node.attr in ("T", "mT", "data", "real", "imag"):
+                return self.kind(env, node.value)
+            attr = is_self_attr(node)
+            if attr is not None:
+                return self.self_attr_kind(attr)
+            return name_hint(node.attr) or UNK
+        if isinstance(node, ast.Subscript):
+            base = self.kind(env, node.value)
+            return base if base in (DEV, CPU, ND) else UNK
+        if isinstance(node, ast.BinOp):
+            return self._combine([self.kind(env, node.left), self.kind(env, node.right)])
+        if isinstance(node, ast.UnaryOp):
+            return PY if isinstance(node.op, ast.Not) else self.kind(env, node.operand)
+        if isinstance(node, ast.Compare):
+            if any(isinstance(op, ast.Is | ast.IsNot | ast.In | ast.NotIn) for op in node.ops):
+                return PY
+            return self._combine([self.kind(env, x) for x in [node.left, *node.comparators]])
+        if isinstance(node, ast.BoolOp):
+            out = self.kind(env, node.values[0])
+            for v in node.values[1:]:
+                out = join(out, self.kind(env, v))
+            return out
+        if isinstance(node, ast.IfExp):
+            return join(self.kind(env, node.body), self.kind(env, node.orelse))
+        if isinstance(node, ast.Call):
+            return self._call_kind(env, node)
+        if isinstance(node, ast.NamedExpr):
+            return self.kind(env, node.value)
+        return UNK
+
+    @staticmethod
+    def _combine(kinds: list[str]) -> str:
+        if DEV in kinds:
+            return DEV
+        if UNK in kinds:
+            return UNK
+        if CPU in kinds:
+            return CPU
+        if ND in kinds:
+            return ND
+        return PY
+
+    def _call_kind(self, env: dict[str, str], node: ast.Call) -> str:
+        func = node.func
+        name = dotted(func)
+        if isinstance(func, ast.Name):
+            if func.id in ("len", "int", "float", "bool", "str", "range", "isinstance", "round", "repr", "hash", "id",
+                           "list", "tuple", "dict", "set", "sorted", "enumerate", "zip", "min", "max", "sum", "abs", "any", "all"):
+                return PY
+            return UNK
+        if not isinstance(func, ast.Attribute):
+            return UNK
+        mod, _, fname = name.rpartition(".")
+        if mod in TORCH_MODULES:
+            if fname in TORCH_NON_TENSOR:
+                return PY
+            if fname in FACTORIES:
+                return self._factory_kind(env, node, fname)
+            args = [self.kind(env, a) for a in node.args] + [self.kind(env, k.value) for k in node.keywords]
+            if DEV in args:
+                return DEV
+            if any(a in TENSOR_KINDS for a in args) and all(a in HOST_KINDS for a in args):
+                return CPU
+            return UNK
+        if mod in ("np", "numpy"):
+            return ND
+        recv = func.value
+        m = func.attr
+        if m in ("item", "tolist"):
+            return PY
+        if m == "cpu" or m == "numpy" and False:
+            return CPU
+        if m == "numpy":
+            return ND
+        if m == "cuda":
+            return DEV
+        if m == "to":
+            args = list(node.args) + [k.value for k in node.keywords if k.arg in ("device", None)]
+            if any(_is_cpu_literal(a) for a in args):
+                return CPU
+            if args and all(_is_dtype(a) for a in args) or (not args and node.keywords):
+                return self.kind(env, recv)
+            rk = self.kind(env, recv)
+            return DEV if rk in (DEV, CPU, UNK) else rk
+        if m in SIZE_METHODS:
+            return PY
+        if m in TENSOR_METHODS:
+            rk = self.kind(env, recv)
+            if rk in (DEV, CPU, ND):
+                return rk
+            return UNK
+        attr = is_self_attr(func)
+        if attr is not None and self.cls is not None:
+            cname = self.cls.attr_class.get(attr)
+            if cname in NN_LAYERS:
+                return DEV
+        return UNK
+
+    def _factory_kind(self, env: dict[str, str], node: ast.Call, fname: str) -> str:
+        device = next((k.value for k in node.keywords if k.arg == "device"), None)
+        if device is not None:
+            return CPU if _is_cpu_literal(device) else DEV
+        if fname.endswith("_like") and node.args:
+            return self.kind(env, node.args[0])
+        if fname in ("as_tensor", "tensor") and node.args:
+            k = self.kind(env, node.args[0])
+            if k == DEV:
+                return DEV
+            if k == UNK and fname == "as_tensor":
+                return UNK  # as_tensor keeps the device of a tensor argument
+        return CPU
+
+
+class FlowWalker:
+    """Walks one function body in order, keeping an environment of kinds, and calls
+    ``on_expr(node, env, ctx, in_comp)`` for every expression node evaluated. Loops are walked
+    twice (so loop-carried kinds settle); subclasses de-duplicate their reports by node."""
+
+    def __init__(self, index: ModuleIndex, fn_node: ast.AST, cls: ClassInfo | None, hot: bool) -> None:
+        self.eval = KindEval(index, cls)
+        self.fn = fn_node
+        self.hot_body = hot  # the whole body runs per step (called from a hot loop)
+        env: dict[str, str] = {}
+        args = fn_node.args
+        for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+            env[a.arg] = _annotation_kind(a.annotation)
+        for a in (args.vararg, args.kwarg):
+            if a is not None:
+                env[a.arg] = PY
+        self.env0 = env
+
+    def run(self) -> None:
+        self._block(self.fn.body, dict(self.env0), Ctx(loops=1 if self.hot_body else 0))
+
+    def on_expr(self, node: ast.AST, env: dict[str, str], ctx: Ctx, in_comp: bool) -> None:  # pragma: no cover
+        pass
+
+    def on_test(self, test: ast.AST, env: dict[str, str], ctx: Ctx) -> None:
+        """A value whose truth Python evaluates (if/while/assert/ternary/not/and/or)."""
+
+    # --- statements -------------------------------------------------------------------------
+    def _exprs(self, stmt: ast.stmt, env: dict[str, str], ctx: Ctx) -> None:
+        error = ctx.error_path or isinstance(stmt, ast.Raise)
+        c = Ctx(ctx.loops, ctx.guarded, error)
+        if isinstance(stmt, ast.Assert):
+            self.on_test(stmt.test, env, c)
+            roots = [stmt.test]
+        else:
+            roots = stmt_exprs(stmt)
+        for root in roots:
+            for n, comp in walk_expr(root):
+                self.on_expr(n, env, c, comp)
+                if isinstance(n, ast.BoolOp):
+                    for v in n.values[:-1]:
+                        self.on_test(v, env, c)
+                elif isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+                    self.on_test(n.operand, env, c)
+                elif isinstance(n, ast.IfExp):
+                    self.on_test(n.test, env, c)
+                elif isinstance(n, ast.comprehension):
+                    for cond in n.ifs:
+                        self.on_test(cond, env, Ctx(c.loops + 1, c.guarded, c.error_path))
+
+    def _assign(self, target: ast.AST, kind: str, env: dict[str, str], value: ast.AST | None = None) -> None:
+        if isinstance(target, ast.Name):
+            env[target.id] = kind
+        elif isinstance(target, ast.Tuple | ast.List):
+            elt_kind = kind if kind in (DEV, CPU) and isinstance(value, ast.Call) else UNK
+            if isinstance(value, ast.Tuple | ast.List) and len(value.elts) == len(target.elts):
+                for t, v in zip(target.elts, value.elts):
+                    self._assign(t, self.eval.kind(env, v), env, v)
+                return
+            for t in target.elts:
+                self._assign(t, elt_kind, env)
+        elif isinstance(target, ast.Starred):
+            self._assign(target.value, PY, env)
+
+    def _block(self, body: list[ast.stmt], env: dict[str, str], ctx: Ctx) -> dict[str, str]:
+        for stmt in body:
+            env = self._stmt(stmt, env, ctx)
+        return env
+
+    def _stmt(self, stmt: ast.stmt, env: dict[str, str], ctx: Ctx) -> dict[str, str]:
+        if isinstance(stmt, FUNC_TYPES + (ast.ClassDef,)):
+            return env
+        self._exprs(stmt, env, ctx)
+        if isinstance(stmt, ast.Assign):
+            k = self.eval.kind(env, stmt.value)
+            for t in stmt.targets:
+                self._assign(t, k, env, stmt.value)
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            k = self.eval.kind(env, stmt.value)
+            ak = _annotation_kind(stmt.annotation)
+            self._assign(stmt.target, k if k != UNK else ak, env, stmt.value)
+        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+            env[stmt.target.id] = self.eval._combine([env.get(stmt.target.id, UNK), self.eval.kind(env, stmt.value)])
+        elif isinstance(stmt, ast.If):
+            self.on_test(stmt.test, env, ctx)
+            guarded = is_run_once_test(stmt.test)
+            a = self._block(stmt.body, dict(env), Ctx(ctx.loops, ctx.guarded or guarded, ctx.error_path))
+            b = self._block(stmt.orelse, dict(env), ctx)
+            return _merge(a, b)
+        elif isinstance(stmt, ast.For | ast.AsyncFor):
+            it = self.eval.kind(env, stmt.iter)
+            inner = Ctx(ctx.loops + 1, ctx.guarded, ctx.error_path)
+            loop_env = dict(env)
+            for _ in range(2):
+                self._assign_for(stmt, it, loop_env)
+                loop_env = _merge(loop_env, self._block(stmt.body, dict(loop_env), inner))
+            after = _merge(env, loop_env)
+            return self._block(stmt.orelse, after, ctx)
+        elif isinstance(stmt, ast.While):
+            inner = Ctx(ctx.loops + 1, ctx.guarded, ctx.error_path)
+            loop_env = dict(env)
+            for _ in range(2):
+                self.on_test(stmt.test, loop_env, inner)
+                loop_env = _merge(loop_env, self._block(stmt.body, dict(loop_env), inner))
+            return self._block(stmt.orelse, _merge(env, loop_env), ctx)
+        elif isinstance(stmt, ast.With | ast.AsyncWith):
+            for item in stmt.items:
+                if item.optional_vars is not None:
+                    self._assign(item.optional_vars, UNK, env)
+            sub = Ctx(ctx.loops, ctx.guarded or is_graph_capture(stmt), ctx.error_path)
+            return self._block(stmt.body, env, sub)
+        elif isinstance(stmt, ast.Try) or (hasattr(ast, "TryStar") and isinstance(stmt, ast.TryStar)):
+            after = self._block(stmt.body, dict(env), ctx)
+            outs = [self._block(stmt.orelse, dict(after), ctx)]
+            for h in stmt.handlers:
+                outs.append(self._block(h.body, dict(env), Ctx(ctx.loops, ctx.guarded, True)))
+            merged = outs[0]
+            for o in outs[1:]:
+                merged = _merge(merged, o)
+            return self._block(stmt.finalbody, merged, ctx)
+        elif isinstance(stmt, ast.Match):
+            outs = [self._block(c.body, dict(env), ctx) for c in stmt.cases]
+            merged = env
+            for o in outs:
+                merged = _merge(merged, o)
+            return merged
+        return env
+
+    def _assign_for(self, stmt: ast.For, it: str, env: dict[str, str]) -> None:
+        target, iter_ = stmt.target, stmt.iter
+        if isinstance(iter_, ast.Call) and dotted(iter_.func) == "enumerate" and iter_.args and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+            self._assign(target.elts[0], PY, env)
+            inner = self.eval.kind(env, iter_.args[0])
+            self._assign(target.elts[1], inner if inner in (DEV, CPU, ND) else UNK, env)
+            return
+        if isinstance(iter_, ast.Call) and dotted(iter_.func) == "range":
+            self._assign(target, PY, env)
+            return
+        self._assign(target, it if it in (DEV, CPU, ND) else UNK, env)
+
+
+def _merge(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = join(out[k], v) if k in out else v
+    return out
+
+
+def per_step_functions(index: ModuleIndex) -> Iterator[tuple[object, bool]]:
+    """(FuncInfo, whole_body_hot) for every function that runs per step."""
+    for qual in sorted(index.per_step):
+        fn = index.functions[qual]
+        yield fn, qual in index.hot
