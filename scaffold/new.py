@@ -14,6 +14,7 @@ from omnitts.scaffold.codemods.hf_config import RegisterHfConfig
 from omnitts.scaffold.codemods.registry import AddDictTupleEntry
 from omnitts.scaffold.codemods.serving_five_point import FivePointServing
 from omnitts.scaffold.errors import ScaffoldError
+from omnitts.scaffold.formatting import format_python
 from omnitts.scaffold.naming import ModelNames, template_context
 from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
 from omnitts.scaffold.profiles import LayoutProfile
@@ -94,9 +95,9 @@ def shared_file_patches(profile: LayoutProfile, names: ModelNames) -> list[Patch
     return patches
 
 
-def _snippet(name: str, **ctx) -> str:
+def _snippet(template: str, **ctx) -> str:
     env = Environment(undefined=StrictUndefined, keep_trailing_newline=True)
-    return env.from_string((templates_root() / "snippets" / name).read_text(encoding="utf-8")).render(**ctx)
+    return env.from_string((templates_root() / "snippets" / template).read_text(encoding="utf-8")).render(**ctx)
 
 
 def plan_new(profile: LayoutProfile, names: ModelNames, *, parallel: bool = True) -> Plan:
@@ -108,6 +109,7 @@ def plan_new(profile: LayoutProfile, names: ModelNames, *, parallel: bool = True
 
     files = {f"vllm_omni/model_executor/{rel}": text for rel, text in render_pattern(names.pattern, ctx).items()}
     files.update(shared)
+    files = format_python(files, root)
     for rel, text in sorted(files.items()):
         path = root / rel
         if path.exists():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,7 +104,7 @@ def _check_unchanged(path: Path, op: FileOp) -> None:
     if current != op.old:
         state = "appeared" if op.old is None else "changed"
         raise ScaffoldError(f"{op.rel} {state} since the plan was made; nothing written")
-    if op.old is not None and not os.access(path, os.W_OK):
+    if op.old is not None and not is_writable(path):
         raise ScaffoldError(f"{op.rel} is read-only; nothing written")
 
 
@@ -145,6 +146,11 @@ def read_for_patch(root: Path, rel: str) -> str:
     for n, line in enumerate(text.splitlines(), 1):
         if line.startswith(CONFLICT_MARKERS):
             raise ScaffoldError(f"{rel}:{n} has a merge-conflict marker; resolve the conflict first")
-    if not os.access(path, os.W_OK):
+    if not is_writable(path):
         raise ScaffoldError(f"{rel} is read-only; nothing written")
     return text
+
+
+def is_writable(path: Path) -> bool:
+    """Writable by us *and* not marked read-only: root ignores permission bits, the user's intent stands."""
+    return os.access(path, os.W_OK) and bool(path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))

@@ -113,12 +113,12 @@ def detect_profile(root: Path) -> LayoutProfile:
             evidence=evidence,
             version=version,
         )
-    if five_point and not pipeline_names and (root / STAGE_CONFIGS).is_dir():
-        era = "legacy stage_configs (0.18)" if len(stage_constants) > 1 else "single-model serving (0.14-0.16)"
-    elif has_adapters and five_point:
-        era = "hybrid adapters (0.24-0.26)"
-    elif has_adapters:
-        era = "adapter-only (0.28-0.30)"
+    if has_adapters:
+        era = "hybrid adapters (0.24-0.26)" if stage_constants else "adapter-only (0.28-0.30)"
+    elif five_point and stage_constants:
+        era = "legacy stage_configs (0.18)"
+    elif "_TTS_MODEL_STAGES" in serving_names:
+        era = "single-model serving (0.14-0.16)"
     elif not serving:
         era = "no /v1/audio/speech serving"
     else:

@@ -7,7 +7,6 @@ files back, so that rendering never touches the target tree (the plan decides wh
 from __future__ import annotations
 
 import tempfile
-from importlib import resources
 from pathlib import Path
 
 from cookiecutter.main import cookiecutter
@@ -16,7 +15,9 @@ from omnitts.scaffold.errors import ScaffoldError
 
 
 def templates_root() -> Path:
-    return Path(str(resources.files("omnitts.templates")))
+    import omnitts.templates as package  # a plain folder of data; no import-time work
+
+    return Path(next(iter(package.__path__)))
 
 
 def _render(template_dir: Path, ctx: dict[str, str]) -> dict[str, str]:

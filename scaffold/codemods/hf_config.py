@@ -73,5 +73,8 @@ class RegisterHfConfig(VisitorBasedCodemodCommand):
             raise ScaffoldError(f"{FUNCTION}: no vllm_omni config imports found in its try block")
         # isort order within the first-party block: insert before the first module that sorts after ours.
         position = next((i for i, mod in first_party if mod > self.config_module), first_party[-1][0] + 1)
+        if position < len(stmts):  # the blank line that opens the block stays at the block's start
+            new = new.with_changes(leading_lines=stmts[position].leading_lines)
+            stmts[position] = stmts[position].with_changes(leading_lines=[])
         stmts.insert(position, new)
         return try_node.with_changes(body=try_node.body.with_changes(body=stmts))

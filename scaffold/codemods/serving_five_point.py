@@ -205,7 +205,7 @@ class FivePointServing(VisitorBasedCodemodCommand):
             raise ScaffoldError(f"serving_speech.py: no _validate_<model>_request method in {CLASS}")
         methods = cst.parse_module(_METHODS.render(name=self.name, camel=self.camel, has_max_tokens_bounds=self.has_bounds))
         new_defs = list(cst.ensure_type(methods.body[0], cst.ClassDef).body.body)
-        new_defs[0] = new_defs[0].with_changes(leading_lines=[cst.EmptyLine()])
+        new_defs[0] = new_defs[0].with_changes(leading_lines=[cst.EmptyLine(indent=False)])
         body[last_validator + 1 : last_validator + 1] = new_defs
         self.done.add("methods")
         return updated_node.with_changes(body=updated_node.body.with_changes(body=body))

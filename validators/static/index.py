@@ -85,12 +85,37 @@ class FuncInfo:
     node: ast.FunctionDef | ast.AsyncFunctionDef
     qualname: str
     cls: str | None
-    is_generator: bool
-    calls: list[tuple[ast.Call, bool, bool]] = field(default_factory=list)  # (call, in_loop, guarded)
+    _calls: list[tuple[ast.Call, bool, bool]] | None = None  # (call, in_loop, guarded), built lazily
+    _generator: bool | None = None
 
     @property
     def name(self) -> str:
         return self.node.name
+
+    def _scan(self) -> None:
+        calls: list[tuple[ast.Call, bool, bool]] = []
+        gen = False
+        for stmt, ctx in iter_stmts(self.node.body):
+            for expr in stmt_exprs(stmt):
+                for n, comp in walk_expr(expr):
+                    t = type(n)
+                    if t is ast.Call:
+                        calls.append((n, ctx.loops > 0 or comp, ctx.guarded))
+                    elif t is ast.Yield or t is ast.YieldFrom:
+                        gen = True
+        self._calls, self._generator = calls, gen
+
+    @property
+    def calls(self) -> list[tuple[ast.Call, bool, bool]]:
+        if self._calls is None:
+            self._scan()
+        return self._calls
+
+    @property
+    def is_generator(self) -> bool:
+        if self._generator is None:
+            self._scan()
+        return self._generator
 
 
 @dataclass
@@ -99,8 +124,71 @@ class ClassInfo:
     name: str
     bases: list[str]
     methods: dict[str, FuncInfo] = field(default_factory=dict)
-    attr_class: dict[str, str] = field(default_factory=dict)  # self.x = Foo(...) -> "Foo"
-    attr_values: dict[str, list[ast.AST]] = field(default_factory=dict)  # self.x = <value>, all sites
+    _attrs: tuple[dict[str, str], dict[str, list[ast.AST]]] | None = None
+
+    def _scan_attrs(self) -> tuple[dict[str, str], dict[str, list[ast.AST]]]:
+        """self.x = Foo(...) in __init__ -> attr_class; every value assigned to self.x -> attr_values."""
+        attr_class: dict[str, str] = {}
+        values: dict[str, list[ast.AST]] = {}
+        for fn in self.methods.values():
+            for n, _ctx in iter_stmts(fn.node.body):  # assignments are statements: no expression walk
+                t = type(n)
+                if t is ast.Assign or t is ast.AnnAssign or t is ast.AugAssign:
+                    value = n.value
+                    for tgt in n.targets if t is ast.Assign else [n.target]:
+                        if type(tgt) is ast.Tuple:
+                            for e in tgt.elts:
+                                a = is_self_attr(e)
+                                if a is not None:
+                                    values.setdefault(a, []).append(ast.Name("__unknown__", ast.Load()))
+                            continue
+                        attr = is_self_attr(tgt)
+                        if attr is None:
+                            continue
+                        if value is not None:
+                            values.setdefault(attr, []).append(value)
+                        if type(value) is ast.Call and fn.name == "__init__":
+                            cname = dotted(value.func).split(".")[-1]
+                            if cname[:1].isupper():
+                                attr_class.setdefault(attr, cname)
+                elif t is ast.Expr and type(n.value) is ast.Call and n.value.args and dotted(n.value.func) == "self.register_buffer":
+                    first = n.value.args[0]
+                    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                        values.setdefault(first.value, []).append(n.value)
+        return attr_class, values
+
+    @property
+    def attr_class(self) -> dict[str, str]:
+        if self._attrs is None:
+            self._attrs = self._scan_attrs()
+        return self._attrs[0]
+
+    @property
+    def attr_values(self) -> dict[str, list[ast.AST]]:
+        if self._attrs is None:
+            self._attrs = self._scan_attrs()
+        return self._attrs[1]
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def children(n: ast.AST) -> list[ast.AST]:
+    """ast.iter_child_nodes without the generator overhead (hot path of every walk)."""
+    t = type(n)
+    fields = _FIELDS.get(t)
+    if fields is None:
+        fields = _FIELDS[t] = tuple(t._fields)
+    out = []
+    for f in fields:
+        v = getattr(n, f, None)
+        if v is None:
+            continue
+        if type(v) is list:
+            out.extend(x for x in v if isinstance(x, ast.AST))
+        elif isinstance(v, ast.AST):
+            out.append(v)
+    return out
 
 
 def walk_expr(node: ast.AST, in_loop: bool = False) -> Iterator[tuple[ast.AST, bool]]:
@@ -110,9 +198,10 @@ def walk_expr(node: ast.AST, in_loop: bool = False) -> Iterator[tuple[ast.AST, b
     while stack:
         n, loop = stack.pop()
         yield n, loop
-        if isinstance(n, ast.Lambda):
+        t = type(n)
+        if t is ast.Lambda:
             continue
-        if isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        if t is ast.ListComp or t is ast.SetComp or t is ast.GeneratorExp or t is ast.DictComp:
             gens = n.generators
             stack.append((gens[0].iter, loop))
             for g in gens[1:]:
@@ -123,7 +212,7 @@ def walk_expr(node: ast.AST, in_loop: bool = False) -> Iterator[tuple[ast.AST, b
             elts = [n.key, n.value] if isinstance(n, ast.DictComp) else [n.elt]
             stack.extend((e, True) for e in elts)
             continue
-        stack.extend((c, loop) for c in ast.iter_child_nodes(n))
+        stack.extend((c, loop) for c in children(n))
 
 
 def stmt_exprs(stmt: ast.stmt) -> list[ast.AST]:
@@ -187,18 +276,6 @@ def iter_stmts(body: list[ast.stmt], ctx: Ctx | None = None) -> Iterator[tuple[a
             yield from iter_stmts(block, sub)
 
 
-def _is_generator(fn: ast.AST) -> bool:
-    stack = list(ast.iter_child_nodes(fn))
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (ast.Yield, ast.YieldFrom)):
-            return True
-        if isinstance(n, FUNC_TYPES + (ast.Lambda, ast.ClassDef)):
-            continue
-        stack.extend(ast.iter_child_nodes(n))
-    return False
-
-
 def _cached(fn: ast.AST) -> bool:
     return any(dotted(d.func if isinstance(d, ast.Call) else d) in _CACHE_DECORATORS for d in fn.decorator_list)
 
@@ -216,7 +293,6 @@ class ModuleIndex:
             elif isinstance(node, FUNC_TYPES):
                 info = self._add_func(node, node.name, None)
                 self.module_funcs[node.name] = info
-        self._collect_calls()
         self.per_step, self.hot = self._hotness()
 
     # --- construction -------------------------------------------------------------------------
@@ -229,45 +305,16 @@ class ModuleIndex:
                 info.methods[item.name] = self._add_func(item, f"{qual}.{item.name}", node.name)
             elif isinstance(item, ast.ClassDef):
                 self._add_class(item, f"{qual}.{item.name}")
-        for fn in info.methods.values():
-            for n in ast.walk(fn.node):
-                targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AnnAssign, ast.AugAssign)) else []
-                value = getattr(n, "value", None)
-                for t in targets:
-                    attr = is_self_attr(t)
-                    if attr is None:
-                        continue
-                    if value is not None:
-                        info.attr_values.setdefault(attr, []).append(value)
-                    if isinstance(value, ast.Call) and fn.name == "__init__":
-                        cname = dotted(value.func).split(".")[-1]
-                        if cname[:1].isupper():
-                            info.attr_class.setdefault(attr, cname)
-                # self.register_buffer("name", tensor)
-                if isinstance(n, ast.Call) and dotted(n.func) == "self.register_buffer" and n.args:
-                    first = n.args[0]
-                    if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                        info.attr_values.setdefault(first.value, []).append(n)
 
     def _add_func(self, node, qual: str, cls: str | None) -> FuncInfo:
-        info = FuncInfo(node, qual, cls, _is_generator(node))
+        info = FuncInfo(node, qual, cls)
         self.functions[qual] = info
         self._spans.append((node.lineno, node.end_lineno or node.lineno, qual))
-        for item in ast.walk(node):
-            if item is not node and isinstance(item, FUNC_TYPES) and item.name:
-                nested = f"{qual}.{item.name}"
-                if nested not in self.functions:
-                    self.functions[nested] = FuncInfo(item, nested, cls, _is_generator(item))
-                    self._spans.append((item.lineno, item.end_lineno or item.lineno, nested))
+        # Nested defs (closures) sit directly in statement bodies; lambdas are not functions here.
+        for stmt, _ctx in iter_stmts(node.body):
+            if isinstance(stmt, FUNC_TYPES):
+                self._add_func(stmt, f"{qual}.{stmt.name}", cls)
         return info
-
-    def _collect_calls(self) -> None:
-        for fn in self.functions.values():
-            for stmt, ctx in iter_stmts(fn.node.body):
-                for expr in stmt_exprs(stmt):
-                    for n, comp in walk_expr(expr):
-                        if isinstance(n, ast.Call):
-                            fn.calls.append((n, ctx.loops > 0 or comp, ctx.guarded))
 
     # --- queries ------------------------------------------------------------------------------
     def method(self, cls: str | None, name: str) -> FuncInfo | None:

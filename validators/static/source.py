@@ -54,4 +54,18 @@ class SourceFile:
         return ModuleIndex(self.tree)
 
     def segment(self, node: ast.AST) -> str:
-        return ast.get_source_segment(self.text, node) or ""
+        """Source text of a node (ast.get_source_segment re-splits the whole file on every call)."""
+        try:
+            lines = self.lines[node.lineno - 1 : node.end_lineno]
+            if not lines:
+                return ""
+            if len(lines) == 1:
+                return _cols(lines[0], node.col_offset, node.end_col_offset)
+            return "\n".join([_cols(lines[0], node.col_offset, None), *lines[1:-1], _cols(lines[-1], 0, node.end_col_offset)])
+        except (AttributeError, TypeError):
+            return ""
+
+
+def _cols(line: str, start: int, end: int | None) -> str:
+    raw = line.encode("utf-8")
+    return raw[start:end].decode("utf-8", errors="replace")

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from omnitts.validators.static.index import (
     FUNC_TYPES,
+    PER_STEP_ENTRIES,
     ClassInfo,
     Ctx,
     ModuleIndex,
@@ -25,8 +26,15 @@ from omnitts.validators.static.index import (
     walk_expr,
 )
 
-DEV, CPU, ND, PY, UNK, HOST = "dev", "cpu", "nd", "py", "unk", "host"
-HOST_KINDS = frozenset({CPU, ND, PY, HOST})
+DEV, CPU, ND, PY, UNK, HOST, INFO = "dev", "cpu", "nd", "py", "unk", "host", "info"
+# INFO: a per-request dict/list from the runner (runtime_additional_information, info_dict, **kwargs)
+# or anything read out of one; the runner keeps those payloads on the CPU ("additional_information_cpu").
+HOST_KINDS = frozenset({CPU, ND, PY, HOST, INFO})
+INFO_NAMES = frozenset(
+    """runtime_additional_information model_intermediate_buffer additional_information info_dict info infos
+    req_infos req_info runtime_info runtime_infos request_info request_infos info_dicts meta metadata""".split()
+)
+DICT_METHODS = frozenset("get pop setdefault items values keys copy".split())
 TENSOR_KINDS = frozenset({DEV, CPU})
 
 TORCH_MODULES = ("torch", "torch.nn.functional", "F", "torch.linalg", "torch.fft", "torch.special", "nn.functional")
@@ -68,6 +76,8 @@ NN_LAYERS = frozenset(
 def join(a: str, b: str) -> str:
     if a == b:
         return a
+    if {a, b} == {INFO, PY}:
+        return INFO  # `info = infos[i] if i < n else {}`
     if a in HOST_KINDS and b in HOST_KINDS:
         return HOST
     return UNK
@@ -99,6 +109,8 @@ def _annotation_kind(ann: ast.AST | None) -> str:
 
 
 def name_hint(name: str) -> str | None:
+    if name in INFO_NAMES:
+        return INFO
     low = name.lower()
     if low.endswith("_cpu") or low.startswith("cpu_") or "_cpu_" in low or low.endswith("_np") or low.endswith("_host"):
         return HOST
@@ -166,7 +178,7 @@ class KindEval:
             return name_hint(node.attr) or UNK
         if isinstance(node, ast.Subscript):
             base = self.kind(env, node.value)
-            return base if base in (DEV, CPU, ND) else UNK
+            return base if base in (DEV, CPU, ND, INFO) else UNK
         if isinstance(node, ast.BinOp):
             return self._combine([self.kind(env, node.left), self.kind(env, node.right)])
         if isinstance(node, ast.UnaryOp):
@@ -226,9 +238,11 @@ class KindEval:
             return ND
         recv = func.value
         m = func.attr
+        if m in DICT_METHODS and self.kind(env, recv) in (INFO, HOST):
+            return INFO
         if m in ("item", "tolist"):
             return PY
-        if m == "cpu" or m == "numpy" and False:
+        if m == "cpu":
             return CPU
         if m == "numpy":
             return ND
@@ -241,14 +255,14 @@ class KindEval:
             if args and all(_is_dtype(a) for a in args) or (not args and node.keywords):
                 return self.kind(env, recv)
             rk = self.kind(env, recv)
-            return DEV if rk in (DEV, CPU, UNK) else rk
+            return rk if rk in (ND, PY) else DEV
         if m in SIZE_METHODS:
             return PY
         if m in TENSOR_METHODS:
             rk = self.kind(env, recv)
             if rk in (DEV, CPU, ND):
                 return rk
-            return UNK
+            return CPU if rk in (INFO, HOST) else UNK
         attr = is_self_attr(func)
         if attr is not None and self.cls is not None:
             cname = self.cls.attr_class.get(attr)
@@ -276,7 +290,8 @@ class FlowWalker:
     ``on_expr(node, env, ctx, in_comp)`` for every expression node evaluated. Loops are walked
     twice (so loop-carried kinds settle); subclasses de-duplicate their reports by node."""
 
-    def __init__(self, index: ModuleIndex, fn_node: ast.AST, cls: ClassInfo | None, hot: bool) -> None:
+    def __init__(self, index: ModuleIndex, fn_node: ast.AST, cls: ClassInfo | None, hot: bool,
+                 param_kinds: dict[str, str] | None = None) -> None:
         self.eval = KindEval(index, cls)
         self.fn = fn_node
         self.hot_body = hot  # the whole body runs per step (called from a hot loop)
@@ -284,10 +299,15 @@ class FlowWalker:
         args = fn_node.args
         for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
             env[a.arg] = _annotation_kind(a.annotation)
-        for a in (args.vararg, args.kwarg):
-            if a is not None:
-                env[a.arg] = PY
+        if args.vararg is not None:
+            env[args.vararg.arg] = PY
+        if args.kwarg is not None:
+            env[args.kwarg.arg] = INFO  # runner kwargs: per-request dicts and host-side metadata
+        for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+            if env[a.arg] == UNK:
+                env[a.arg] = (param_kinds or {}).get(a.arg) or name_hint(a.arg) or UNK
         self.env0 = env
+        self.silent = False  # first pass over a loop body only settles kinds; no callbacks
 
     def run(self) -> None:
         self._block(self.fn.body, dict(self.env0), Ctx(loops=1 if self.hot_body else 0))
@@ -300,6 +320,8 @@ class FlowWalker:
 
     # --- statements -------------------------------------------------------------------------
     def _exprs(self, stmt: ast.stmt, env: dict[str, str], ctx: Ctx) -> None:
+        if self.silent:
+            return
         error = ctx.error_path or isinstance(stmt, ast.Raise)
         c = Ctx(ctx.loops, ctx.guarded, error)
         if isinstance(stmt, ast.Assert):
@@ -335,6 +357,13 @@ class FlowWalker:
         elif isinstance(target, ast.Starred):
             self._assign(target.value, PY, env)
 
+    def _quiet(self, body: list[ast.stmt], env: dict[str, str], ctx: Ctx) -> dict[str, str]:
+        saved, self.silent = self.silent, True
+        try:
+            return self._block(body, dict(env), ctx)
+        finally:
+            self.silent = saved
+
     def _block(self, body: list[ast.stmt], env: dict[str, str], ctx: Ctx) -> dict[str, str]:
         for stmt in body:
             env = self._stmt(stmt, env, ctx)
@@ -355,7 +384,8 @@ class FlowWalker:
         elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
             env[stmt.target.id] = self.eval._combine([env.get(stmt.target.id, UNK), self.eval.kind(env, stmt.value)])
         elif isinstance(stmt, ast.If):
-            self.on_test(stmt.test, env, ctx)
+            if not self.silent:
+                self.on_test(stmt.test, env, ctx)
             guarded = is_run_once_test(stmt.test)
             a = self._block(stmt.body, dict(env), Ctx(ctx.loops, ctx.guarded or guarded, ctx.error_path))
             b = self._block(stmt.orelse, dict(env), ctx)
@@ -364,17 +394,19 @@ class FlowWalker:
             it = self.eval.kind(env, stmt.iter)
             inner = Ctx(ctx.loops + 1, ctx.guarded, ctx.error_path)
             loop_env = dict(env)
-            for _ in range(2):
-                self._assign_for(stmt, it, loop_env)
-                loop_env = _merge(loop_env, self._block(stmt.body, dict(loop_env), inner))
+            self._assign_for(stmt, it, loop_env)
+            loop_env = _merge(loop_env, self._quiet(stmt.body, loop_env, inner))
+            self._assign_for(stmt, it, loop_env)
+            loop_env = _merge(loop_env, self._block(stmt.body, dict(loop_env), inner))
             after = _merge(env, loop_env)
             return self._block(stmt.orelse, after, ctx)
         elif isinstance(stmt, ast.While):
             inner = Ctx(ctx.loops + 1, ctx.guarded, ctx.error_path)
-            loop_env = dict(env)
-            for _ in range(2):
+            loop_env = _merge(env, self._quiet(stmt.body, env, inner))
+            if not self.silent:
                 self.on_test(stmt.test, loop_env, inner)
-                loop_env = _merge(loop_env, self._block(stmt.body, dict(loop_env), inner))
+                self._exprs(ast.Expr(stmt.test), loop_env, inner)
+            loop_env = _merge(loop_env, self._block(stmt.body, dict(loop_env), inner))
             return self._block(stmt.orelse, _merge(env, loop_env), ctx)
         elif isinstance(stmt, ast.With | ast.AsyncWith):
             for item in stmt.items:
@@ -404,12 +436,12 @@ class FlowWalker:
         if isinstance(iter_, ast.Call) and dotted(iter_.func) == "enumerate" and iter_.args and isinstance(target, ast.Tuple) and len(target.elts) == 2:
             self._assign(target.elts[0], PY, env)
             inner = self.eval.kind(env, iter_.args[0])
-            self._assign(target.elts[1], inner if inner in (DEV, CPU, ND) else UNK, env)
+            self._assign(target.elts[1], inner if inner in (DEV, CPU, ND, INFO) else UNK, env)
             return
         if isinstance(iter_, ast.Call) and dotted(iter_.func) == "range":
             self._assign(target, PY, env)
             return
-        self._assign(target, it if it in (DEV, CPU, ND) else UNK, env)
+        self._assign(target, it if it in (DEV, CPU, ND, INFO) else UNK, env)
 
 
 def _merge(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:
@@ -420,7 +452,30 @@ def _merge(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:
 
 
 def per_step_functions(index: ModuleIndex) -> Iterator[tuple[object, bool]]:
-    """(FuncInfo, whole_body_hot) for every function that runs per step."""
-    for qual in sorted(index.per_step):
-        fn = index.functions[qual]
-        yield fn, qual in index.hot
+    """(FuncInfo, whole_body_hot) for every function that runs per step, callers before callees
+    (so call-site argument kinds are known when a callee is walked)."""
+    order: list[str] = []
+    seen: set[str] = set()
+    queue = sorted(q for q in index.per_step if index.functions[q].name in PER_STEP_ENTRIES)
+    while queue:
+        qual = queue.pop(0)
+        if qual in seen:
+            continue
+        seen.add(qual)
+        order.append(qual)
+        queue.extend(t.qualname for t, _l, _g in index.callees(index.functions[qual]) if t.qualname in index.per_step)
+    order += sorted(index.per_step - seen)
+    for qual in order:
+        yield index.functions[qual], qual in index.hot
+
+
+def bind_args(index: ModuleIndex, target, call: ast.Call) -> list[tuple[str, ast.AST]]:
+    """(parameter name, argument expression) pairs of a resolved call."""
+    params = [a.arg for a in [*target.node.args.posonlyargs, *target.node.args.args]]
+    bound = isinstance(call.func, ast.Attribute) and target.cls is not None and params[:1] in (["self"], ["cls"])
+    if bound or (target.name == "__init__" and params[:1] == ["self"]):
+        params = params[1:]
+    out = [(p, a) for p, a in zip(params, call.args) if not isinstance(a, ast.Starred)]
+    names = set(params) | {a.arg for a in target.node.args.kwonlyargs}
+    out += [(k.arg, k.value) for k in call.keywords if k.arg in names]
+    return out

@@ -1,0 +1,86 @@
+"""Bad input: one-line error, non-zero exit, and the tree byte-for-byte unchanged."""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+
+from omnitts.scaffold.cli import main
+from omnitts.scaffold.errors import ScaffoldError
+from omnitts.scaffold.naming import make_names
+from omnitts.scaffold.new import plan_new
+from omnitts.scaffold.profiles import detect_profile
+
+SERVING = "vllm_omni/entrypoints/openai/serving_speech.py"
+
+
+def _refused(capsys, root, hash_tree, *argv, match):
+    before = hash_tree(root)
+    code = main(["new", *argv, "--target", str(root)])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert err.count("\n") == 1 and err.startswith("omnitts-scaffold: error: "), err
+    assert match in err, err
+    assert hash_tree(root) == before
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["My-TTS", "--pattern", "two-stage"], "not a valid lower_snake_case Python identifier"),
+        (["class", "--pattern", "two-stage"], "is a Python keyword"),
+        (["moss_tts_nano", "--pattern", "single-stage"], "already exists"),
+        (["new_tts", "--pattern", "single-stage", "--stage-key", "qwen3_tts"], "stage key 'qwen3_tts' is already served"),
+        (["new_tts", "--pattern", "single-stage", "--arch", "MossTTSNanoForCausalLM"], "architecture 'MossTTSNanoForCausalLM' already exists"),
+        (["new_tts", "--pattern", "single-stage", "--model-type", "qwen3_tts"], "qwen3_tts"),
+    ],
+)
+def test_refusals_leave_tree_unchanged(work_tree, hash_tree, capsys, argv, match):
+    _refused(capsys, work_tree("0.20.0"), hash_tree, *argv, match=match)
+
+
+def test_unknown_pattern(capsys, work_tree, hash_tree):
+    root = work_tree("0.20.0")
+    before = hash_tree(root)
+    with pytest.raises(SystemExit) as info:
+        main(["new", "x_tts", "--pattern", "three-stage", "--target", str(root)])
+    assert info.value.code == 2
+    assert "invalid choice: 'three-stage'" in capsys.readouterr().err
+    assert hash_tree(root) == before
+
+
+def test_not_a_tree(tmp_path, capsys, hash_tree):
+    (tmp_path / "README.md").write_text("hello\n")
+    _refused(capsys, tmp_path, hash_tree, "x_tts", "--pattern", "two-stage", match="is not a vLLM-Omni tree")
+
+
+def test_unsupported_era(work_tree, capsys, hash_tree):
+    _refused(capsys, work_tree("0.30.0"), hash_tree, "x_tts", "--pattern", "two-stage", match="adapter-only (0.28-0.30) era")
+
+
+def test_read_only_shared_file(work_tree, capsys, hash_tree):
+    root = work_tree("0.20.0")
+    path = root / SERVING
+    path.chmod(stat.S_IRUSR | stat.S_IRGRP)  # refused by mode bits, so this holds when tests run as root too
+    _refused(capsys, root, hash_tree, "x_tts", "--pattern", "two-stage", match="is read-only")
+
+
+def test_merge_conflict_markers(work_tree, capsys, hash_tree):
+    root = work_tree("0.20.0")
+    path = root / "vllm_omni/model_executor/models/registry.py"
+    text = path.read_text()
+    path.write_text(text.replace("_OMNI_MODELS = {", "<<<<<<< HEAD\n=======\n>>>>>>> other\n_OMNI_MODELS = {", 1))
+    _refused(capsys, root, hash_tree, "x_tts", "--pattern", "two-stage", match="registry.py:")
+
+
+def test_failure_during_apply_restores_every_byte(work_tree, hash_tree):
+    root = work_tree("0.20.0")
+    before = hash_tree(root)
+    plan = plan_new(detect_profile(root), make_names("roll_tts", "two-stage"), parallel=False)
+    assert len(plan.changes) > 10
+    for fail_after in (1, len(plan.changes) // 2, len(plan.changes) - 1):
+        with pytest.raises(ScaffoldError, match="tree restored"):
+            plan.apply(fail_after=fail_after)
+        assert hash_tree(root) == before
+    assert not (root / "vllm_omni/model_executor/models/roll_tts").exists()

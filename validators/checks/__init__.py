@@ -1,0 +1,1 @@
+"""The runtime checks that ``pytest validators --model NAME`` collects (one module per invariant/phase)."""

@@ -1,0 +1,89 @@
+"""I3 — hot-loop GPU discipline: host syncs per steady-state step, graph breaks of the compiled AR step."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from omnitts.validators.runtime.harness import PASS, StopRun
+from omnitts.validators.runtime.scenarios import compositions
+from omnitts.validators.runtime.syncspy import SyncSpy, graph_breaks
+from omnitts.validators.runtime.timeouts import deadline
+
+pytestmark = pytest.mark.usefixtures("model_name")
+
+
+@pytest.mark.omnitts_check("i3.host_syncs")
+def test_i3_host_syncs(ctx, record):
+    """No host sync in any steady-state step (budget 0), on CPU via dispatch spy + method wrappers, on CUDA also
+    via torch.cuda.set_sync_debug_mode armed after warm-up."""
+    sub = ctx.subject
+    plans, kw = compositions(sub)["all_at_once"]
+    with deadline(ctx.options.timeout, f"{sub.name}: I3 sync count"):
+        if ctx.options.device == "cuda":
+            ctx.engine(**kw).run(plans, "i3-warmup")  # warm-up (and any graph capture) before arming
+        spy = SyncSpy(sub.model_files, device=ctx.options.device)
+        eng = ctx.engine(spy=spy, **kw)
+        eng.spy_active = True
+        try:
+            run = eng.run(plans, "i3-syncs")
+        except Exception as exc:
+            from omnitts.validators.runtime.context import raise_failure
+
+            raise_failure(exc, "I3 sync run")
+    steady = {f"stage{s.stage} step {s.step}" for s in run.steps if s.steady}
+    per_step = {label: n for label, n in spy.report.steps.items() if label in steady}
+    bad = {label: n for label, n in per_step.items() if n}
+    steady_events = [e for e in spy.report.events if e.label in steady]
+    other = [e for e in spy.report.events if e.label not in steady]
+    sites = {}
+    for e in steady_events:
+        sites[f"{e.op} at {e.where}"] = sites.get(f"{e.op} at {e.where}", 0) + 1
+    record(steady_steps=len(steady), syncs_in_steady_steps=len(steady_events),
+           max_syncs_per_steady_step=max(per_step.values(), default=0),
+           syncs_outside_steady_state=len(other), device=ctx.options.device,
+           sites=sorted(sites, key=lambda k: -sites[k])[:10])
+    if not steady:
+        pytest.fail("I3: the run had no steady-state (all-decode) step to measure", pytrace=False)
+    if bad:
+        worst = sorted(sites.items(), key=lambda kv: -kv[1])[:6]
+        lines = [f"{n}x {site}" for site, n in worst]
+        pytest.fail(
+            f"I3: {len(steady_events)} host syncs in {len(bad)} of {len(steady)} steady-state steps "
+            f"(budget 0 per step; device {ctx.options.device}). Lines that synced:\n  " + "\n  ".join(lines),
+            pytrace=False,
+        )
+
+
+@pytest.mark.omnitts_check("i3.graph_breaks")
+def test_i3_graph_breaks(ctx, record):
+    """torch._dynamo.explain on one steady-state AR step: graph and graph-break counts are reported."""
+    sub = ctx.subject
+    plans, kw = compositions(sub)["all_at_once"]
+    found: dict = {}
+
+    def intercept(stage, method, fn, args, kwargs):
+        if stage != 0 or method != "__call__":
+            return PASS
+        batch_decoding = kwargs["input_ids"].shape[0] == len(kwargs.get("runtime_additional_information") or [1]) > 0
+        if not batch_decoding or eng.step_index < 2:
+            return PASS
+        found.update(graph_breaks(fn, *args, **kwargs))
+        raise StopRun()
+
+    eng = ctx.engine(**kw)
+    eng.intercept = intercept
+    try:
+        with deadline(max(ctx.options.timeout, 120), f"{sub.name}: dynamo explain"):
+            eng.run(plans, "i3-explain")
+    except StopRun:
+        pass
+    except Exception as exc:  # noqa: BLE001 - tracing failures are reported, not fatal
+        found.setdefault("error", f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+    finally:
+        torch._dynamo.reset()
+    if not found:
+        pytest.skip("no steady-state AR step reached")
+    record(graph_breaks=found)
+    if "error" in found:
+        pytest.skip(f"torch._dynamo.explain could not trace the AR step: {found['error']}")

@@ -1,0 +1,72 @@
+"""I5 — per-request state is owned by the request: gone after finish and abort, no growth over 100 requests."""
+
+from __future__ import annotations
+
+import pytest
+
+from omnitts.validators.runtime import state
+from omnitts.validators.runtime.scenarios import compositions, short_plans
+from omnitts.validators.runtime.timeouts import deadline
+
+pytestmark = pytest.mark.usefixtures("model_name")
+
+
+def _ids(run) -> dict[str, str]:
+    ids = {}
+    for ext, res in run.requests.items():
+        ids[ext] = f"global_request_id of {ext}"
+        for stage, rid in res.stage_ids.items():
+            ids[rid] = f"stage-{stage} scheduler id of {ext}"
+    return ids
+
+
+@pytest.mark.omnitts_check("i5.state_freed")
+def test_i5_state_freed_after_finish_and_abort(ctx, record):
+    sub = ctx.subject
+    problems = []
+    for name in ("all_at_once", "with_abort"):
+        plans, kw = compositions(sub)[name]
+        eng = ctx.engine(**kw)
+        with deadline(ctx.options.timeout, f"{sub.name}: I5 {name}"):
+            try:
+                run = eng.run(plans, f"i5:{name}")
+            except Exception as exc:
+                from omnitts.validators.runtime.context import raise_failure
+
+                raise_failure(exc, f"I5 scenario {name}")
+        left = state.holders(eng.models, _ids(run))
+        aborted = [e for e, r in run.requests.items() if r.aborted]
+        for line in left:
+            when = "abort" if any(a in line for a in aborted) else "finish"
+            problems.append(f"after {when} ({name}): {line}")
+    notified = ctx.profile
+    record(finish_hook_ar=notified.ar_notifies_finish, finish_hook_generation=notified.generation_notifies_finish,
+           id_key=notified.preprocess_id_key)
+    if problems:
+        pytest.fail(
+            f"I5: per-request entries survive the request (vLLM-Omni {notified.version} passes scheduler ids "
+            f"to on_requests_finished; key state by {notified.preprocess_id_key or 'the runner buffer'}):\n  "
+            + "\n  ".join(problems[:10]), pytrace=False)
+
+
+@pytest.mark.omnitts_check("i5.no_growth")
+def test_i5_no_growth_over_100_requests(ctx, record):
+    sub = ctx.subject
+    eng = ctx.engine()
+    plans = short_plans(sub, 100, max_tokens=4)
+    with deadline(max(ctx.options.timeout, 120), f"{sub.name}: I5 100 sequential requests"):
+        try:
+            eng.run([plans[0]], "i5-seq-0")
+            base = state.footprint(eng.models)
+            for p in plans[1:]:
+                eng.run([p], f"i5-seq-{p.ext_id}")
+        except Exception as exc:
+            from omnitts.validators.runtime.context import raise_failure
+
+            raise_failure(exc, "I5 sequential requests")
+    after = state.footprint(eng.models)
+    grew = state.growth(base, after)
+    record(containers=len(after), requests=len(plans))
+    if grew:
+        pytest.fail("I5: model state grows over 100 sequential requests (after request 1 -> after request 100):\n  "
+                    + "\n  ".join(grew[:10]), pytrace=False)

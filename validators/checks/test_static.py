@@ -1,0 +1,61 @@
+"""Static checks of the same model package, in the same pytest run; fails closed when they are missing."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("model_name")
+
+
+def _call(fn, **avail):
+    params = inspect.signature(fn).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return fn(**avail)
+    args = {k: v for k, v in avail.items() if k in params}
+    missing = [n for n, p in params.items() if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+               and n not in args]
+    if missing:
+        raise TypeError(f"{fn.__qualname__}{inspect.signature(fn)}: cannot supply {missing}")
+    return fn(**args)
+
+
+@pytest.mark.omnitts_check("static.lint")
+def test_static_checks(ctx, record):
+    try:
+        api = importlib.import_module("omnitts.validators.static.api")
+    except ModuleNotFoundError as exc:
+        pytest.fail(f"static checks unavailable: {exc.name} is missing, so the static half of the validation did not "
+                    "run (fail closed; install omnitts with its static validators)", pytrace=False)
+    sub = ctx.subject
+    files = [Path(p) for p in sub.source_files]
+    pkg = Path(sub.extra["root"]) / "vllm_omni" / "model_executor" / "models" / sub.name if sub.kind == "tree" else (
+        files[0].parent if files else None)
+    if pkg is None:
+        pytest.fail(f"static checks: {sub.name} lists no source files", pytrace=False)
+    avail = {"package": pkg, "package_dir": pkg, "path": pkg, "model_dir": pkg, "name": sub.name, "model": sub.name,
+             "root": Path(sub.extra["root"]) if sub.kind == "tree" else None, "paths": files, "files": files}
+    if hasattr(api, "lint_model_package"):
+        result = _call(api.lint_model_package, **avail)
+    elif hasattr(api, "lint_paths"):
+        result = _call(api.lint_paths, **avail)
+    else:
+        pytest.fail("omnitts.validators.static.api has neither lint_model_package nor lint_paths", pytrace=False)
+    findings = list(getattr(result, "findings", result) or [])
+    errors = list(getattr(result, "errors", []) or [])
+    bad = [f for f in findings if getattr(f, "severity", "error") == "error"]
+    inv = {}
+    for f in findings:
+        key = f"static.{getattr(f, 'invariant', '') or 'lint'}"
+        if getattr(f, "severity", "error") == "error":
+            inv[key] = "failed"
+    extra = {k: inv.get(k, "passed") for k in ("static.I1", "static.I2", "static.I3", "static.I5")}
+    record(findings=len(findings), errors=len(bad), internal_errors=errors[:5], extra_checks=extra)
+    if errors:
+        pytest.fail("static checks failed internally (fail closed):\n  " + "\n  ".join(map(str, errors[:10])), pytrace=False)
+    if bad:
+        lines = [f"{f.path}:{f.line} {f.rule} [{getattr(f, 'invariant', '')}] {f.message}" for f in bad[:15]]
+        pytest.fail(f"static checks: {len(bad)} error findings:\n  " + "\n  ".join(lines), pytrace=False)

@@ -1,0 +1,134 @@
+"""Per-model state shared by the checks of one pytest process: the subject, cached runs, audio output."""
+
+from __future__ import annotations
+
+import copy
+import traceback
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from omnitts.validators.runtime import audio as audio_io
+from omnitts.validators.runtime.consolidation import real_state_factory
+from omnitts.validators.runtime.harness import ContractError, Engine, ModelError, RunResult
+from omnitts.validators.runtime.loaders import LoadError, load_subject
+from omnitts.validators.runtime.releases import profile_for
+from omnitts.validators.runtime.subject import RequestPlan, RuntimeSubject
+from omnitts.validators.runtime.timeouts import CheckTimeout, deadline
+
+
+class CheckFailure(AssertionError):
+    """A check failed for a reason the check names (message is what the user reads)."""
+
+
+@dataclass
+class Options:
+    device: str = "cpu"
+    omni_root: str | None = None
+    release: str | None = None
+    out_dir: Path = Path("omnitts-out")
+    timeout: float = 60.0
+    require_real: bool = False
+
+
+@dataclass
+class ModelContext:
+    name: str
+    options: Options
+    _subject: RuntimeSubject | None = None
+    _load_error: str | None = None
+    _runs: dict[str, Any] = field(default_factory=dict)
+    written: list[Path] = field(default_factory=list)
+
+    # -- subject ---------------------------------------------------------------------------------
+    @property
+    def subject(self) -> RuntimeSubject:
+        if self._subject is None and self._load_error is None:
+            try:
+                self._subject = load_subject(self.name, self.options.omni_root, self.options.release)
+            except LoadError as exc:
+                self._load_error = str(exc)
+            except Exception as exc:  # noqa: BLE001 - import errors in model code are the model's failure
+                self._load_error = f"loading {self.name!r} raised {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+        if self._load_error is not None:
+            raise CheckFailure(f"cannot load model {self.name!r}: {self._load_error}")
+        return self._subject
+
+    @property
+    def profile(self):
+        s = self.subject
+        return profile_for(s.release, s.model_runner)
+
+    def consolidation(self):
+        """(factory or None, description): the release's own function in the real tier, else ours."""
+        key = "__consolidation__"
+        if key not in self._runs:
+            factory, note = real_state_factory(self.profile.version)
+            if factory is None:
+                if self.options.require_real or self.subject.kind == "tree":
+                    self._runs[key] = (None, f"REAL-TIER-UNAVAILABLE: {note}")
+                else:
+                    self._runs[key] = (None, f"omnitts era-{self.profile.consolidation_era} re-implementation ({note})")
+            else:
+                self._runs[key] = (factory, note)
+        return self._runs[key]
+
+    # -- running ---------------------------------------------------------------------------------
+    def engine(self, **kw) -> Engine:
+        factory, note = self.consolidation()
+        if note.startswith("REAL-TIER-UNAVAILABLE"):
+            raise CheckFailure(f"the real-vLLM tier is needed for {self.name!r} but {note.split(': ', 1)[1]}")
+        return Engine(self.subject, device=self.options.device, consolidation_factory=factory, consolidation_source=note, **kw)
+
+    def run(self, key: str, plans: list[RequestPlan], **engine_kw) -> RunResult:
+        """Run a scenario once per process; a failure is cached and re-raised for every check that needs it."""
+        if key not in self._runs:
+            try:
+                with deadline(self.options.timeout, f"{self.name}: scenario {key}"):
+                    self._runs[key] = self.engine(**engine_kw).run(copy.deepcopy(plans), key)
+            except (ModelError, ContractError, CheckTimeout, CheckFailure) as exc:
+                self._runs[key] = exc
+        res = self._runs[key]
+        if isinstance(res, BaseException):
+            raise_failure(res, f"scenario {key!r}")
+        return res
+
+    def solo_runs(self) -> dict[str, RunResult]:
+        out = {}
+        for p in self.subject.prompts:
+            out[p.ext_id] = self.run(f"solo:{p.ext_id}", [replace(p, arrive_step=0, abort_step=None)])
+        return out
+
+    def solo_audio(self) -> dict[str, torch.Tensor]:
+        return {ext: r.requests[ext].stream_audio for ext, r in self.solo_runs().items()}
+
+    # -- artifacts -------------------------------------------------------------------------------
+    def write_audio(self, check: str, name: str, audio, sample_rate: int | None = None) -> Path:
+        sr = sample_rate or self.subject.sample_rate
+        path = audio_io.wav_path(self.options.out_dir, self.name, check, name)
+        audio_io.write_wav(path, audio, sr)
+        self.written.append(path)
+        return path
+
+    def write_run(self, check: str, run: RunResult, suffix: str = "") -> dict[str, Path]:
+        paths = {}
+        for ext, res in run.requests.items():
+            paths[ext] = self.write_audio(check, f"{ext}{suffix}", res.stream_audio, res.sample_rate)
+        return paths
+
+
+def raise_failure(exc: BaseException, what: str):
+    import pytest
+
+    if isinstance(exc, ModelError):
+        pytest.fail(f"{what}: the model raised.\n{exc}\n\n--- model traceback ---\n{exc.tb}", pytrace=False)
+    if isinstance(exc, CheckTimeout):
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        pytest.fail(f"{what}: {exc}\n\n--- where it was when interrupted ---\n{tb}", pytrace=False)
+    if isinstance(exc, ContractError):
+        pytest.fail(f"{what}: forward-contract violation: {exc}", pytrace=False)
+    if isinstance(exc, CheckFailure):
+        pytest.fail(str(exc), pytrace=False)
+    raise exc

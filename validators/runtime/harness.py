@@ -1,0 +1,818 @@
+"""The runner harness: steps a model through the forward contract of its target vLLM-Omni release.
+
+It reproduces, at the model boundary, what the release's GPU runners do (0.20.0 file references):
+
+* AR stage (``worker/gpu_ar_model_runner.py`` + ``worker/gpu_model_runner.py``): a persistent batch whose
+  order changes as requests finish (holes are filled from the end, like vLLM's ``InputBatch.condense``);
+  at the start of a step the finished/aborted ids of the previous step are dropped from the runner's
+  ``model_intermediate_buffer`` and passed to ``model.on_requests_finished`` (0.20+); for
+  ``has_preprocess`` models each request's dict gets the scheduler id under the release's key
+  (``request_id``; ``req_id`` for MRv2) before ``preprocess(input_ids=..., input_embeds=..., **info)``;
+  ``forward()`` receives the per-request dict list under ``runtime_additional_information`` (and
+  ``model_intermediate_buffer`` from 0.18), plus ``sampling_metadata``/``logits_index``/``sampler``;
+  a non-``OmniOutput`` result goes through ``make_omni_output``; an ``OmniOutput`` only counts as
+  multimodal when the model sets ``have_multimodal_outputs``; ``compute_logits`` is sampled greedily and
+  the EOS id (or ``max_tokens``) finishes a request; ``postprocess`` runs per request when
+  ``has_postprocess``; each request's payload is cut out of the batch output the way
+  ``utils/mm_outputs.to_payload_element`` does (token-aligned tensors sliced, lists indexed, other
+  tensors shared).
+* stage input processor (``distributed/.../chunk_transfer_adapter.py``): the talker's per-request payload
+  (unflattened) goes to ``talker2code2wav_async_chunk(transfer_manager, pooling_output, request,
+  is_finished)``; a returned chunk becomes the decoder request's new ``prompt_token_ids`` and its other
+  keys (``meta`` without ``finished``) its ``additional_information``.
+* generation stage (``worker/gpu_generation_model_runner.py``): requests with a ready chunk are batched,
+  ``forward`` gets ``seq_token_counts``; chunk infos after the first reach the model only if it has a
+  ``has_preprocess`` or ``enable_update_additional_information`` attribute; output lists must hold one
+  entry per request; ``on_requests_finished`` is called from 0.24.
+* output processor: every final-stage payload crosses a process boundary (cloned to CPU), is streamed
+  as a delta and accumulated, and the request's offline output is the release's consolidation
+  (:mod:`omnitts.validators.runtime.consolidation`).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import time
+import traceback
+from collections import defaultdict
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from omnitts.validators.runtime.consolidation import EraAccumulator
+from omnitts.validators.runtime.releases import ReleaseProfile, consolidation_era, profile_for
+from omnitts.validators.runtime.subject import RequestPlan, RuntimeSubject, StageSpec
+
+_NESTED = frozenset({"hidden_states", "embed", "ids", "codes", "meta"})
+
+
+class ModelError(Exception):
+    """The model raised inside one of its contract methods; carries the model's own traceback."""
+
+    def __init__(self, where: str, exc: BaseException):
+        self.where = where
+        self.original = exc
+        self.tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        super().__init__(f"{where} raised {type(exc).__name__}: {exc}")
+
+
+class StopRun(Exception):
+    """Raised by an intercept to end a run early (e.g. after torch._dynamo.explain ran one step)."""
+
+
+_PASS = object()  # an intercept returns this to let the call through
+
+
+class ContractError(AssertionError):
+    """The model broke the forward contract in a way the release's runner would reject or mishandle."""
+
+
+# ------------------------------------------------------------------------------------------------
+# results
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RequestResult:
+    ext_id: str
+    stage_ids: dict[int, str] = field(default_factory=dict)
+    tokens: list[int] = field(default_factory=list)
+    deltas: list[torch.Tensor] = field(default_factory=list)
+    delta_steps: list[int] = field(default_factory=list)
+    payloads: list[dict] = field(default_factory=list)
+    sr_values: list[Any] = field(default_factory=list)
+    offline: dict | None = None
+    t_arrive: float = 0.0
+    t_first_audio: float | None = None
+    t_finish: float | None = None
+    finished: bool = False
+    aborted: bool = False
+    eos: int | None = None
+
+    @property
+    def frames(self) -> int:
+        """Codec frames generated: stage-0 tokens that are not the stop token."""
+        return sum(1 for t in self.tokens if t != self.eos)
+
+    @property
+    def stream_audio(self) -> torch.Tensor:
+        if not self.deltas:
+            return torch.zeros(0)
+        return torch.cat([d.reshape(-1).float() for d in self.deltas])
+
+    @property
+    def sample_rate(self) -> int | None:
+        for v in reversed(self.sr_values):
+            try:
+                return int(torch.as_tensor(v).reshape(-1)[-1])
+            except Exception:  # noqa: BLE001
+                continue
+        return None
+
+
+@dataclass
+class StepRecord:
+    stage: int
+    step: int
+    req_ids: list[str]
+    num_tokens: int
+    steady: bool
+    seconds: float
+
+
+@dataclass
+class RunResult:
+    subject: str
+    scenario: str
+    requests: dict[str, RequestResult]
+    steps: list[StepRecord]
+    wall: float
+    consolidation: str
+    models: list[Any]
+    profile: ReleaseProfile
+    calls: list | None = None
+
+    def audio(self, ext_id: str) -> torch.Tensor:
+        return self.requests[ext_id].stream_audio
+
+
+# ------------------------------------------------------------------------------------------------
+# helpers that mirror the release's payload handling
+# ------------------------------------------------------------------------------------------------
+
+
+def flatten_payload(payload: dict) -> dict:
+    flat: dict[str, Any] = {}
+    for key, value in (payload or {}).items():
+        if key in _NESTED and isinstance(value, dict):
+            for qual, val in value.items():
+                if qual == "layers" and key == "hidden_states" and isinstance(val, dict):
+                    for layer, t in val.items():
+                        flat[f"hidden_states.layer_{layer}"] = t
+                else:
+                    flat[f"{key}.{qual}"] = val
+        else:
+            flat[key] = value
+    return flat
+
+
+def unflatten_payload(flat: dict) -> dict:
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        if "." in key:
+            head, tail = key.split(".", 1)
+            out.setdefault(head, {})[tail] = value
+        else:
+            out[key] = value
+    return out
+
+
+def _to_host(x: Any) -> Any:
+    """What crosses the worker -> engine process boundary: fresh CPU copies."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().to("cpu", copy=True).contiguous()
+    if isinstance(x, dict):
+        return {k: _to_host(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_to_host(v) for v in x]
+    return x
+
+
+def _payload_element(element: Any, idx: int, start: int, end: int, seq_len: int | None) -> Any:
+    if seq_len is not None and isinstance(element, torch.Tensor) and element.dim() > 0 and element.shape[0] == seq_len:
+        return element[start:end]
+    if isinstance(element, dict):
+        return {k: (v[start:end] if isinstance(v, torch.Tensor) else v) for k, v in element.items()}
+    if isinstance(element, list):
+        if not element:
+            return element
+        item = element[idx] if idx < len(element) else element[0]
+        return item.clone() if isinstance(item, torch.Tensor) else item
+    if isinstance(element, torch.Tensor):
+        return element.clone()
+    return element
+
+
+def _is_omni_output(x: Any) -> bool:
+    return hasattr(x, "multimodal_outputs") and hasattr(x, "text_hidden_states")
+
+
+def _extract(model: Any, out: Any) -> tuple[Any, dict]:
+    """``OmniGPUModelRunner.extract_multimodal_outputs`` (0.20.0 gpu_model_runner.py)."""
+    if getattr(model, "have_multimodal_outputs", False) and _is_omni_output(out):
+        return out.text_hidden_states, (out.multimodal_outputs or {})
+    if isinstance(out, torch.Tensor):
+        return out, {}
+    if isinstance(out, (list, tuple)):
+        return out[0], {}
+    raise ContractError(f"forward() returned {type(out).__name__}; the runner accepts OmniOutput, Tensor or list")
+
+
+def _sched_id(ext_id: str, stage: int, salt: str) -> str:
+    h = hashlib.sha1(f"{ext_id}/{stage}/{salt}".encode()).hexdigest()[:8]
+    return f"{ext_id}-{h}"
+
+
+class _Req:
+    __slots__ = ("rid", "ext", "prompt", "out", "computed", "max_tokens", "finished", "aborted", "info", "n_chunks")
+
+    def __init__(self, rid, ext, prompt, max_tokens, info):
+        self.rid, self.ext, self.prompt, self.max_tokens = rid, ext, list(prompt), max_tokens
+        self.out: list[int] = []
+        self.computed = 0
+        self.finished = False
+        self.aborted = False
+        self.info = info
+        self.n_chunks = 0
+
+    def is_finished(self) -> bool:
+        return self.finished
+
+
+class _Slots:
+    """vLLM's persistent batch: removed slots are reused by new requests, then holes are filled from the end."""
+
+    def __init__(self):
+        self.slots: list[str | None] = []
+
+    def remove(self, rid: str) -> None:
+        for i, r in enumerate(self.slots):
+            if r == rid:
+                self.slots[i] = None
+
+    def add(self, rid: str) -> None:
+        for i, r in enumerate(self.slots):
+            if r is None:
+                self.slots[i] = rid
+                return
+        self.slots.append(rid)
+
+    def condense(self) -> None:
+        while self.slots and self.slots[-1] is None:
+            self.slots.pop()
+        while None in self.slots:
+            hole = self.slots.index(None)
+            self.slots[hole] = self.slots.pop()
+            while self.slots and self.slots[-1] is None:
+                self.slots.pop()
+
+    def order(self) -> list[str]:
+        return [r for r in self.slots if r is not None]
+
+
+# ------------------------------------------------------------------------------------------------
+# stages
+# ------------------------------------------------------------------------------------------------
+
+
+class _Stage:
+    def __init__(self, engine: Engine, idx: int, spec: StageSpec, model: Any):
+        self.engine, self.idx, self.spec, self.model = engine, idx, spec, model
+        self.requests: dict[str, _Req] = {}
+        self.buffer: dict[str, dict] = {}
+        self.slots = _Slots()
+        self.arrivals: list[str] = []
+        self.pending_finished: set[str] = set()
+        self.notified: list[set[str]] = []
+
+    def _call(self, method: str, *args, **kwargs):
+        fn = getattr(self.model, method) if method != "__call__" else self.model
+        eng = self.engine
+        where = f"stage {self.idx} ({type(self.model).__name__}).{'forward' if method == '__call__' else method}"
+        if eng.recorder is not None:
+            eng.recorder.append((self.idx, method, copy.deepcopy(args), copy.deepcopy(kwargs)))
+        try:
+            if eng.intercept is not None:
+                hit = eng.intercept(self.idx, method, fn, args, kwargs)
+                if hit is not _PASS:
+                    return hit
+            if eng.spy is not None and eng.spy_active:
+                with eng.spy.armed(eng.step_label):
+                    return fn(*args, **kwargs)
+            return fn(*args, **kwargs)
+        except (ModelError, ContractError, StopRun):
+            raise
+        except TimeoutError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any model exception becomes a check failure with its traceback
+            raise ModelError(where, exc) from exc
+
+    def finish(self, rid: str, aborted: bool = False) -> None:
+        req = self.requests.get(rid)
+        if req is None or rid in self.pending_finished:
+            return
+        req.finished = True
+        req.aborted = req.aborted or aborted
+        self.pending_finished.add(rid)
+
+    def _begin_step(self, notify: bool) -> None:
+        finished = self.pending_finished
+        self.pending_finished = set()
+        for rid in finished:
+            self.requests.pop(rid, None)
+            self.buffer.pop(rid, None)
+            self.slots.remove(rid)
+        if finished:
+            self.notified.append(set(finished))
+            if notify and hasattr(self.model, "on_requests_finished"):
+                self._call("on_requests_finished", set(finished))
+        for rid in self.arrivals:
+            if rid in self.requests:
+                self.slots.add(rid)
+        self.arrivals = []
+        self.slots.condense()
+
+    def idle(self) -> bool:
+        return not self.requests and not self.pending_finished and not self.arrivals
+
+
+class ARStage(_Stage):
+    def add(self, rid: str, ext: str, prompt: list[int], info: dict, max_tokens: int) -> None:
+        self.requests[rid] = _Req(rid, ext, prompt, max_tokens, info)
+        if info:
+            self.buffer[rid] = info
+        self.arrivals.append(rid)
+
+    def step(self) -> list[tuple[str, dict, bool]]:
+        eng, prof, model = self.engine, self.engine.profile, self.model
+        self._begin_step(prof.ar_notifies_finish)
+        batch = [r for r in self.slots.order() if not self.requests[r].finished]
+        if not batch:
+            return []
+        dev = eng.device
+        ids, pos, spans, logits_idx = [], [], [], []
+        steady = True
+        start = 0
+        for rid in batch:
+            req = self.requests[rid]
+            toks = req.prompt if req.computed == 0 else [req.out[-1]]
+            steady = steady and req.computed > 0
+            ids.extend(toks)
+            pos.extend(range(req.computed, req.computed + len(toks)))
+            spans.append((start, start + len(toks)))
+            start += len(toks)
+            logits_idx.append(start - 1)
+        input_ids = torch.tensor(ids, dtype=torch.long, device=dev)
+        positions = torch.tensor(pos, dtype=torch.long, device=dev)
+        inputs_embeds = None
+        t0 = time.perf_counter()
+        if getattr(model, "has_preprocess", False):
+            for i, rid in enumerate(batch):
+                req = self.requests[rid]
+                infos = self.buffer.get(rid, {})
+                if prof.preprocess_id_key:
+                    infos[prof.preprocess_id_key] = rid
+                if prof.writes_omni_progress_keys:
+                    infos["_omni_prompt_len"] = len(req.prompt)
+                    infos["_omni_num_computed_tokens"] = req.computed
+                    infos["_omni_is_prefill"] = req.computed < len(req.prompt)
+                if prof.writes_omni_sampling_keys:
+                    infos["_omni_max_tokens"] = req.max_tokens
+                    infos["_omni_seed"] = None
+                s, e = spans[i]
+                emb = inputs_embeds[s:e] if inputs_embeds is not None else None
+                res = self._call("preprocess", input_ids=input_ids[s:e], input_embeds=emb, **infos)
+                if not (isinstance(res, tuple) and len(res) == 3):
+                    raise ContractError("preprocess() must return (input_ids, input_embeds, update_dict)")
+                r_ids, r_emb, upd = res
+                if inputs_embeds is None:
+                    inputs_embeds = torch.empty((input_ids.shape[0], r_emb.shape[-1]), device=r_emb.device, dtype=r_emb.dtype)
+                self._update_buffer(rid, upd)
+                n = min(e - s, r_emb.shape[0])
+                inputs_embeds[s : s + n] = r_emb[:n]
+                if isinstance(r_ids, torch.Tensor) and r_ids.numel() == n:
+                    input_ids[s : s + n] = r_ids
+        infos_list = []
+        for rid in batch:
+            info = self.buffer.get(rid, {})
+            if info:
+                info["generated_len"] = len(self.requests[rid].out)
+                infos_list.append(info)
+            else:
+                infos_list.append({})
+        kwargs: dict[str, Any] = dict(
+            input_ids=input_ids,
+            positions=positions,
+            intermediate_tensors=None,
+            inputs_embeds=inputs_embeds,
+            sampling_metadata=None,
+            logits_index=torch.tensor(logits_idx, device=dev),
+            sampler=None,
+        )
+        for name in prof.buffer_kwargs:
+            kwargs[name] = infos_list
+        out = self._call("__call__", **kwargs)
+        if not _is_omni_output(out) and hasattr(model, "make_omni_output"):
+            out = self._call("make_omni_output", out, **kwargs)
+        hidden, mm = _extract(model, out)
+        logits = self._call("compute_logits", hidden[torch.tensor(logits_idx, device=hidden.device)])
+        eng.step_seconds += time.perf_counter() - t0
+        sampled = logits.argmax(dim=-1).tolist()
+        if getattr(model, "has_postprocess", False):
+            for i, rid in enumerate(batch):
+                s, e = spans[i]
+                req_infos = self.buffer.get(rid, {})
+                kw = {k: v for k, v in req_infos.items() if k != "hidden_states"}
+                self._update_buffer(rid, self._call("postprocess", hidden[s:e], multimodal_outputs=mm, **kw))
+        eng.steps.append(StepRecord(self.idx, eng.step_index, list(batch), len(ids), steady, time.perf_counter() - t0))
+        # per-request payloads
+        seq_len = hidden.shape[0] if isinstance(hidden, torch.Tensor) else None
+        mm_flat = flatten_payload(mm) if isinstance(mm, dict) else {}
+        results = []
+        for i, rid in enumerate(batch):
+            req = self.requests[rid]
+            s, e = spans[i]
+            req.computed += e - s
+            tok = int(sampled[i])
+            req.out.append(tok)
+            eos = eng.subject.eos_token_id
+            done = (eos is not None and tok == eos) or len(req.out) >= req.max_tokens
+            payload = {"hidden": hidden[s:e]} if isinstance(hidden, torch.Tensor) else {}
+            for k, v in mm_flat.items():
+                payload[k] = _payload_element(v, i, s, e, seq_len)
+            eng.results[req.ext].tokens.append(tok)
+            if done:
+                self.finish(rid)
+            results.append((rid, payload, done))
+        return results
+
+    def _update_buffer(self, rid: str, upd: Any) -> None:
+        if not isinstance(upd, dict) or not upd or rid not in self.requests:
+            return
+        existing = self.buffer.setdefault(rid, {})
+        for k, v in upd.items():
+            if isinstance(v, dict):
+                sub = existing.setdefault(k, {})
+                for q, val in v.items():
+                    sub[q] = val.detach().to("cpu").contiguous() if isinstance(val, torch.Tensor) else val
+            elif isinstance(v, torch.Tensor):
+                existing[k] = v.detach().to("cpu").contiguous()
+            elif isinstance(v, list):
+                existing[k] = [x.detach().to("cpu").contiguous() if isinstance(x, torch.Tensor) else x for x in v]
+            else:
+                existing[k] = v
+
+
+class GenerationStage(_Stage):
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.chunks: dict[str, list[tuple[list[int], dict, bool]]] = defaultdict(list)
+        self.max_batch: int | None = None
+
+    def add_chunk(self, rid: str, ext: str, codes: list[int], info: dict, last: bool) -> None:
+        if rid not in self.requests:
+            self.requests[rid] = _Req(rid, ext, codes, 1, dict(info))
+            if info:
+                self.buffer[rid] = copy.copy(info)
+            self.arrivals.append(rid)
+        self.chunks[rid].append((list(codes), info, last))
+
+    def abort(self, rid: str) -> None:
+        self.chunks.pop(rid, None)
+        self.finish(rid, aborted=True)
+
+    def step(self) -> list[tuple[str, dict, bool]]:
+        eng, model = self.engine, self.model
+        self._begin_step(eng.profile.generation_notifies_finish)
+        ready = [r for r in self.slots.order() if self.chunks.get(r) and not self.requests[r].finished]
+        results: list[tuple[str, dict | None, bool]] = []
+        batch = []
+        for rid in ready:
+            codes, _info, last = self.chunks[rid][0]
+            if not codes and last:
+                # "finished" with no frames left: the scheduler finishes the request without a forward
+                self.chunks[rid].pop(0)
+                self.finish(rid)
+                results.append((rid, None, True))
+            else:
+                batch.append(rid)
+        if self.max_batch:
+            batch = batch[: self.max_batch]
+        if not batch:
+            return results
+        updates_reach_model = hasattr(model, "has_preprocess") or hasattr(model, "enable_update_additional_information")
+        ids, pos, counts, lasts, steady = [], [], [], [], True
+        for rid in batch:
+            req = self.requests[rid]
+            codes, info, last = self.chunks[rid].pop(0)
+            if req.n_chunks > 0 and info and updates_reach_model:
+                existing = self.buffer.setdefault(rid, {})
+                for k, v in info.items():
+                    if isinstance(v, dict):
+                        existing.setdefault(k, {}).update(v)
+                    else:
+                        existing[k] = v
+            steady = steady and req.n_chunks > 0
+            req.n_chunks += 1
+            ids.extend(codes)
+            pos.extend(range(len(codes)))
+            counts.append(len(codes))
+            lasts.append(last)
+        dev = eng.device
+        infos_list = [self.buffer.get(rid, {}) or {} for rid in batch]
+        kwargs: dict[str, Any] = dict(
+            input_ids=torch.tensor(ids, dtype=torch.long, device=dev),
+            positions=torch.tensor(pos, dtype=torch.long, device=dev),
+            intermediate_tensors=None,
+            inputs_embeds=None,
+            seq_token_counts=counts,
+        )
+        for name in eng.profile.buffer_kwargs:
+            kwargs[name] = infos_list
+        t0 = time.perf_counter()
+        out = self._call("__call__", **kwargs)
+        eng.step_seconds += time.perf_counter() - t0
+        eng.steps.append(StepRecord(self.idx, eng.step_index, list(batch), len(ids), steady, time.perf_counter() - t0))
+        _, mm = _extract(model, out)
+        n = len(batch)
+        per_req: list[dict] = [{} for _ in range(n)]
+        if isinstance(mm, torch.Tensor):
+            if mm.shape[0] != n:
+                raise ContractError(f"decoder returned one tensor of batch {mm.shape[0]} for {n} requests")
+            per_req = [{"model_outputs": mm[i]} for i in range(n)]
+        elif isinstance(mm, list):
+            if len(mm) != n:
+                raise ContractError(f"decoder returned a list of {len(mm)} outputs for {n} requests")
+            per_req = [{"model_outputs": x} for x in mm]
+        elif isinstance(mm, dict):
+            for key, val in mm.items():
+                if isinstance(val, list):
+                    if len(val) != n:
+                        raise ContractError(
+                            f"multimodal output list for key {key!r} has length {len(val)} but the batch has {n}"
+                            " requests (gpu_generation_model_runner requires one entry per request)"
+                        )
+                    for i in range(n):
+                        per_req[i][key] = val[i]
+                elif isinstance(val, torch.Tensor):
+                    for i in range(n):
+                        per_req[i][key] = val
+        for i, rid in enumerate(batch):
+            if lasts[i]:
+                self.finish(rid)
+            results.append((rid, per_req[i], lasts[i]))
+        return results
+
+
+# ------------------------------------------------------------------------------------------------
+# the engine
+# ------------------------------------------------------------------------------------------------
+
+
+class _TransferManager:
+    """The attributes a 0.20 ``*_async_chunk`` stage input processor reads off its transfer manager."""
+
+    def __init__(self, extra: dict, max_num_seqs: int):
+        self.code_prompt_token_ids: dict[str, list] = defaultdict(list)
+        self.request_payload: dict[str, Any] = {}
+        self.connector = SimpleNamespace(config={"extra": dict(extra)})
+        self.scheduler_max_num_seqs = max_num_seqs
+
+
+PASS = _PASS
+
+
+class Engine:
+    """Runs scenarios (lists of :class:`RequestPlan`) through a subject's stages."""
+
+    def __init__(
+        self,
+        subject: RuntimeSubject,
+        *,
+        device: str = "cpu",
+        profile: ReleaseProfile | None = None,
+        consolidation_factory=None,
+        consolidation_source: str | None = None,
+        async_chunk: bool = True,
+        connector_extra: dict | None = None,
+        models: list | None = None,
+        gen_max_batch: int | None = None,
+        max_steps: int = 5000,
+        spy=None,
+        record_calls: bool = False,
+        salt: str = "",
+    ):
+        self.subject = subject
+        self.device = device
+        self.profile = profile or profile_for(subject.release, subject.model_runner)
+        self.era = consolidation_era(self.profile.version)
+        self.consolidation_factory = consolidation_factory
+        self.consolidation_source = consolidation_source or f"omnitts era-{self.era} re-implementation"
+        self.async_chunk = async_chunk
+        self.extra = {**subject.connector_extra, **(connector_extra or {})}
+        self.max_steps = max_steps
+        self.spy = spy
+        self.spy_active = False
+        self.intercept = None  # (stage, method, fn, args, kwargs) -> result or harness.PASS
+        self.recorder: list | None = [] if record_calls else None
+        self.salt = salt
+        if models is None:
+            models = []
+            for st in subject.stages:
+                m = st.factory()
+                if hasattr(m, "to"):
+                    m = m.to(device)
+                if hasattr(m, "eval"):
+                    m.eval()
+                models.append(m)
+        self.models = models
+        self.stages: list[_Stage] = []
+        for i, (st, m) in enumerate(zip(subject.stages, models)):
+            cls = ARStage if st.execution == "ar" else GenerationStage
+            self.stages.append(cls(self, i, st, m))
+        if gen_max_batch and len(self.stages) > 1:
+            self.stages[1].max_batch = gen_max_batch
+        self.step_index = 0
+        self.step_label = ""
+        self.step_seconds = 0.0
+        self.steps: list[StepRecord] = []
+        self.results: dict[str, RequestResult] = {}
+        self._accs: dict[str, Any] = {}
+
+    # -- per-request output path ------------------------------------------------------------------
+    def _emit_final(self, ext: str, payload: dict, now: float) -> None:
+        res = self.results[ext]
+        flat = _to_host(flatten_payload(payload))
+        mm_type = "audio"
+        delta = None
+        for k in ("model_outputs", "audio"):
+            if k in flat:
+                delta = flat[k]
+                break
+        if delta is None and "hidden" in flat:
+            delta = flat["hidden"]  # the output processor renames "hidden" to the modality key
+        if "sr" in flat:
+            res.sr_values.append(flat["sr"])
+        res.payloads.append(flat)
+        self._accs[ext].add(flat, mm_type)
+        if isinstance(delta, torch.Tensor):
+            res.deltas.append(delta)
+            res.delta_steps.append(self.step_index)
+            if res.t_first_audio is None and delta.numel() > 0:
+                res.t_first_audio = now
+
+    def _new_acc(self):
+        if self.consolidation_factory is not None:
+            return self.consolidation_factory()
+        return EraAccumulator(self.era)
+
+    # -- run --------------------------------------------------------------------------------------
+    def run(self, plans: list[RequestPlan], scenario: str = "") -> RunResult:
+        t_start = time.perf_counter()
+        self.results = {}
+        self._accs = {}
+        self.steps = []
+        self.step_seconds = 0.0
+        s0 = self.stages[0]
+        s1 = self.stages[1] if len(self.stages) > 1 else None
+        tm = _TransferManager(self.extra, 4)
+        ids: dict[str, dict[int, str]] = {}
+        by_step: dict[int, list[RequestPlan]] = defaultdict(list)
+        for p in plans:
+            by_step[p.arrive_step].append(p)
+        aborts = {p.ext_id: p.abort_step for p in plans if p.abort_step is not None}
+        stage0_req_obj: dict[str, _Req] = {}
+        pending = len(plans)
+        open_reqs: set[str] = set()
+        with torch.inference_mode():
+            step = 0
+            while pending or open_reqs:
+                if step > self.max_steps:
+                    raise ContractError(
+                        f"scenario {scenario!r} did not finish after {self.max_steps} steps; open requests: {sorted(open_reqs)}"
+                    )
+                self.step_index = step
+                now = time.perf_counter()
+                for p in by_step.get(step, []):
+                    pending -= 1
+                    rid0 = _sched_id(p.ext_id, 0, self.salt)
+                    ids[p.ext_id] = {0: rid0}
+                    res = RequestResult(p.ext_id, stage_ids=ids[p.ext_id], eos=self.subject.eos_token_id)
+                    res.t_arrive = now
+                    self.results[p.ext_id] = res
+                    self._accs[p.ext_id] = self._new_acc()
+                    info = copy.deepcopy(p.additional_information)
+                    info["global_request_id"] = [p.ext_id]
+                    s0.add(rid0, p.ext_id, p.prompt_token_ids, info, p.max_tokens)
+                    stage0_req_obj[p.ext_id] = s0.requests[rid0]
+                    open_reqs.add(p.ext_id)
+                for ext, at in aborts.items():
+                    if at == step and ext in open_reqs:
+                        self._abort(ext, ids, tm)
+                        open_reqs.discard(ext)
+                # stage 0
+                self.step_label = f"stage0 step {step}"
+                for rid, payload, done in s0.step():
+                    ext = s0.requests[rid].ext if rid in s0.requests else rid
+                    req = stage0_req_obj[ext]
+                    if s1 is None:
+                        self._emit_final(ext, payload, time.perf_counter())
+                        if done:
+                            self._finish(ext)
+                            open_reqs.discard(ext)
+                    else:
+                        self._transfer(ext, req, payload, done, ids, tm, s1)
+                # stage 1
+                if s1 is not None:
+                    self.step_label = f"stage1 step {step}"
+                    for rid, payload, last in s1.step():
+                        ext = s1.requests[rid].ext
+                        if payload is not None:
+                            self._emit_final(ext, payload, time.perf_counter())
+                        if last:
+                            self._finish(ext)
+                            open_reqs.discard(ext)
+                if not pending and open_reqs:
+                    s0_busy = any(not r.finished for r in s0.requests.values())
+                    s1_busy = s1 is not None and any(s1.chunks.get(r) for r in s1.requests)
+                    if not s0_busy and not s1_busy:
+                        raise ContractError(
+                            f"requests {sorted(open_reqs)} never finished: stage 0 is done but no final chunk"
+                            " (meta.finished) reached the decoder; the stage input processor must emit one"
+                        )
+                step += 1
+            # deliver the last finish notifications (the runner sees them with the next schedule)
+            self.step_index = step
+            self.step_label = f"drain step {step}"
+            for st in self.stages:
+                if st.pending_finished:
+                    st.step()
+        wall = time.perf_counter() - t_start
+        return RunResult(
+            subject=self.subject.name,
+            scenario=scenario,
+            requests=self.results,
+            steps=self.steps,
+            wall=wall,
+            consolidation=self.consolidation_source,
+            models=self.models,
+            profile=self.profile,
+            calls=self.recorder,
+        )
+
+    def _finish(self, ext: str) -> None:
+        res = self.results[ext]
+        res.finished = True
+        res.t_finish = time.perf_counter()
+        res.offline = self._accs[ext].consolidate()
+
+    def _abort(self, ext: str, ids: dict, tm: _TransferManager) -> None:
+        res = self.results[ext]
+        res.aborted = True
+        res.t_finish = time.perf_counter()
+        self.stages[0].finish(ids[ext][0], aborted=True)
+        if len(self.stages) > 1 and 1 in ids[ext]:
+            self.stages[1].abort(ids[ext][1])
+        tm.code_prompt_token_ids.pop(ext, None)
+        tm.request_payload.pop(ext, None)
+
+    def _transfer(self, ext, req: _Req, payload: dict, done: bool, ids, tm: _TransferManager, s1: GenerationStage):
+        fn = self.subject.async_chunk_fn
+        if fn is None:
+            raise ContractError("two-stage subject without an async-chunk stage input processor")
+        pooling_output = unflatten_payload(_to_host(flatten_payload(payload)))
+        request = SimpleNamespace(
+            external_req_id=ext,
+            request_id=req.rid,
+            is_finished=req.is_finished,
+            additional_information=None,
+            prompt_token_ids=req.prompt,
+            output_token_ids=list(req.out),
+        )
+        try:
+            chunk = fn(tm, pooling_output, request, done)
+        except Exception as exc:  # noqa: BLE001
+            raise ModelError(f"stage input processor {getattr(fn, '__name__', fn)}", exc) from exc
+        if done:
+            tm.code_prompt_token_ids.pop(ext, None)
+            tm.request_payload.pop(ext, None)
+        if chunk is None:
+            return
+        if not isinstance(chunk, dict):
+            raise ContractError(f"the async-chunk processor returned {type(chunk).__name__}, expected a dict or None")
+        codes = (chunk.get("codes") or {}).get("audio", [])
+        if isinstance(codes, torch.Tensor):
+            codes = codes.reshape(-1).tolist()
+        meta = chunk.get("meta") or {}
+        fin = meta.get("finished", False)
+        last = bool(fin.item() if isinstance(fin, torch.Tensor) else fin)
+        info = {}
+        for k, v in chunk.items():
+            if k == "codes":
+                continue
+            if isinstance(v, dict):
+                info[k] = {sk: sv for sk, sv in v.items() if not (k == "meta" and sk == "finished")}
+            else:
+                info[k] = v
+        if 1 not in ids[ext]:
+            ids[ext][1] = _sched_id(ext, 1, self.salt)
+        if not codes and not last:
+            return
+        s1.add_chunk(ids[ext][1], ext, codes, info, last)
+
+
+def run_scenario(subject: RuntimeSubject, plans: list[RequestPlan], scenario: str = "", **engine_kwargs) -> RunResult:
+    return Engine(subject, **engine_kwargs).run(plans, scenario)

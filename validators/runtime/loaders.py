@@ -1,0 +1,398 @@
+"""Turn ``--model NAME`` (and ``--omni-root DIR``) into a :class:`RuntimeSubject`.
+
+Three sources:
+
+* the reference-model catalog (``omnitts.reference_models.catalog``): correct models and their mutants;
+* a model inside a vLLM-Omni tree (``--omni-root DIR --model NAME``): pipeline.py, the deploy yaml and the
+  registry are read with ``ast``/YAML, the classes are imported from ``DIR`` — this needs real vLLM;
+* ``path/to/file.py:factory`` or ``package.module:factory`` returning a subject (used by our own tests).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+from typing import Any
+
+from omnitts.validators.runtime.releases import DEFAULT_RELEASE, tree_version
+from omnitts.validators.runtime.subject import RequestPlan, RuntimeSubject, StageSpec
+
+
+class LoadError(Exception):
+    """The model could not be turned into a runnable subject; the message says why, in one line."""
+
+
+DEFAULT_TEXTS = (
+    "Hi.",
+    "Hello from vLLM-Omni.",
+    "Streaming audio should sound the same as offline audio.",
+    "Four requests at once.",
+    "The quick brown fox jumps over the lazy dog, twice over.",
+)
+
+
+# ------------------------------------------------------------------------------------------------
+# catalog
+# ------------------------------------------------------------------------------------------------
+
+
+def _catalog():
+    try:
+        return importlib.import_module("omnitts.reference_models.catalog")
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("omnitts.reference_models"):
+            return None
+        raise
+
+
+def list_model_names() -> list[str]:
+    cat = _catalog()
+    if cat is None:
+        return []
+    return [str(n) for n in cat.list_models()]
+
+
+def _call_flex(fn, **available):
+    """Call ``fn`` with the keyword arguments it declares, out of ``available``."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return fn()
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return fn(**available)
+    return fn(**{k: v for k, v in available.items() if k in params})
+
+
+def from_catalog_subject(subj: Any) -> RuntimeSubject:
+    """Adapt the catalog's Subject; anything already a RuntimeSubject passes through."""
+    if isinstance(subj, RuntimeSubject):
+        return subj
+    to_runtime = getattr(subj, "to_runtime_subject", None)
+    if callable(to_runtime):
+        out = to_runtime()
+        if isinstance(out, RuntimeSubject):
+            return out
+    return adapt_subject(subj)
+
+
+def adapt_subject(subj: Any) -> RuntimeSubject:
+    """Field-by-field adaptation of a catalog Subject (see docs/validators.md, "Subject contract")."""
+    g = lambda *names, default=None: next((getattr(subj, n) for n in names if getattr(subj, n, None) is not None), default)  # noqa: E731
+    name = str(g("name"))
+    pattern = str(g("pattern"))
+    config = g("config")
+    cfg_factory = g("config_factory", "make_config")
+    if config is None and callable(cfg_factory):
+        config = cfg_factory()
+    classes = g("stage_classes", "classes")
+    if classes is None:
+        raise LoadError(f"catalog subject {name!r} exposes no stage classes")
+    classes = list(classes.values()) if isinstance(classes, dict) else list(classes)
+    execs = ["ar"] + ["generation"] * (len(classes) - 1)
+    stages = []
+    for i, cls in enumerate(classes):
+        two = len(classes) > 1
+        stages.append(
+            StageSpec(
+                stage_id=i,
+                model_stage=str(getattr(cls, "model_stage", cls.__name__)),
+                execution=execs[i],
+                factory=(lambda c=cls: c(config=config)),
+                engine_output_type="latent" if two and i == 0 else "audio",
+                final_output=(i == len(classes) - 1),
+                cls=cls,
+                config=config,
+            )
+        )
+    texts = list(g("texts", "prompts_text", default=DEFAULT_TEXTS))
+    prompts = g("prompts")
+    if prompts is None:
+        prompts = default_prompts(config, texts)
+    else:
+        prompts = [p if isinstance(p, RequestPlan) else RequestPlan(**p) for p in prompts]
+    deploy = g("deploy_config", "deploy", default={}) or {}
+    extra = dict(g("connector_extra", default={}) or {})
+    if not extra and isinstance(deploy, dict):
+        for conn in (deploy.get("connectors") or {}).values():
+            extra.update((conn or {}).get("extra") or {})
+    bug = g("bug", "mutant_bug")
+    expected = g("expected_failure")
+    if expected is None and bug is not None:
+        expected = (str(bug), str(g("expected_check", "check", default="")))
+    reference = g("reference_generate", "reference")
+    return RuntimeSubject(
+        name=name,
+        pattern=pattern,
+        release=str(g("release", "target_release", default=DEFAULT_RELEASE)),
+        stages=stages,
+        prompts=prompts,
+        sample_rate=int(getattr(config, "sample_rate", 16000)),
+        hop_length=getattr(config, "hop_length", None),
+        eos_token_id=getattr(config, "eos_token_id", None),
+        async_chunk_fn=g("async_chunk_fn", "talker2code2wav_async_chunk"),
+        sync_fn=g("sync_fn", "talker2code2wav"),
+        connector_extra=extra,
+        reference=(lambda plan, f=reference: _call_flex(f, plan=plan, text=_plan_text(plan), config=config)) if reference else None,
+        consumer=g("consumer"),
+        consumer_origin=str(g("consumer_origin", default="")),
+        source_files=[Path(p) for p in (g("source_files", default=[]) or [])],
+        model_files=[Path(p) for p in (g("model_files", "source_files", default=[]) or [])],
+        kind="mutant" if bug else "reference",
+        expected_failure=expected,
+        eos_step_emits_audio=bool(g("eos_step_emits_audio", default=pattern != "two-stage")),
+        description=str(g("description", default="")),
+        graph_step=g("graph_step"),
+    )
+
+
+def _plan_text(plan: RequestPlan) -> str:
+    t = plan.additional_information.get("text", [""])
+    return t[0] if isinstance(t, list) else str(t)
+
+
+def default_prompts(config: Any, texts=DEFAULT_TEXTS, max_tokens: int | None = None) -> list[RequestPlan]:
+    enc = getattr(config, "encode_text", None)
+    cap = max_tokens or int(getattr(config, "max_frames", 0) or 0) + 8 or 256
+    plans = []
+    for i, text in enumerate(texts):
+        ids = list(enc(text)) if callable(enc) else [1] * (2 + len(text) % 5)
+        plans.append(RequestPlan(ext_id=f"req-{i}", prompt_token_ids=ids, additional_information={"text": [text]}, max_tokens=cap))
+    return plans
+
+
+# ------------------------------------------------------------------------------------------------
+# factory specs: file.py:factory / package.module:factory
+# ------------------------------------------------------------------------------------------------
+
+
+def _from_spec(spec: str) -> RuntimeSubject:
+    target, _, attr = spec.rpartition(":")
+    attr, _, arg = attr.partition("@")
+    if target.endswith(".py"):
+        path = Path(target).resolve()
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))
+        mod_name = f"_omnitts_subject_{path.stem}"
+        if mod_name in sys.modules:
+            mod = sys.modules[mod_name]
+        else:
+            loader_spec = importlib.util.spec_from_file_location(mod_name, path)
+            if loader_spec is None or loader_spec.loader is None:
+                raise LoadError(f"cannot import {path}")
+            mod = importlib.util.module_from_spec(loader_spec)
+            sys.modules[mod_name] = mod
+            loader_spec.loader.exec_module(mod)
+    else:
+        mod = importlib.import_module(target)
+    fn = getattr(mod, attr)
+    out = fn(arg) if arg else fn()
+    return from_catalog_subject(out)
+
+
+# ------------------------------------------------------------------------------------------------
+# a model inside a vLLM-Omni tree (real-vLLM tier)
+# ------------------------------------------------------------------------------------------------
+
+
+def _module_constants(tree: ast.Module) -> dict[str, Any]:
+    consts: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                consts[node.targets[0].id] = _literal(node.value, consts)
+            except ValueError:
+                pass
+    return consts
+
+
+def _literal(node: ast.AST, consts: dict[str, Any]) -> Any:
+    if isinstance(node, ast.JoinedStr):
+        parts = []
+        for v in node.values:
+            if isinstance(v, ast.Constant):
+                parts.append(str(v.value))
+            elif isinstance(v, ast.FormattedValue):
+                parts.append(str(_literal(v.value, consts)))
+        return "".join(parts)
+    if isinstance(node, ast.Name) and node.id in consts:
+        return consts[node.id]
+    if isinstance(node, ast.Attribute):  # StageExecutionType.LLM_AR -> "LLM_AR"
+        return node.attr
+    if isinstance(node, ast.Tuple):
+        return tuple(_literal(e, consts) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return {_literal(k, consts): _literal(v, consts) for k, v in zip(node.keys, node.values)}
+    try:
+        return ast.literal_eval(node)
+    except Exception as exc:
+        raise ValueError(ast.dump(node)) from exc
+
+
+def _kw(call: ast.Call, consts) -> dict[str, Any]:
+    out = {}
+    for k in call.keywords:
+        if k.arg is None:
+            continue
+        try:
+            out[k.arg] = _literal(k.value, consts)
+        except ValueError:
+            out[k.arg] = k.value
+    return out
+
+
+def read_pipeline(path: Path) -> dict[str, Any]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    consts = _module_constants(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "PipelineConfig":
+            top = _kw(node, consts)
+            stages = []
+            st_node = next((k.value for k in node.keywords if k.arg == "stages"), None)
+            for el in getattr(st_node, "elts", []):
+                if isinstance(el, ast.Call):
+                    stages.append(_kw(el, consts))
+            top["stages"] = stages
+            return top
+    raise LoadError(f"{path}: no PipelineConfig(...) found")
+
+
+def read_registry(path: Path) -> dict[str, tuple[str, str, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_OMNI_MODELS" for t in node.targets):
+            return {k: tuple(v) for k, v in ast.literal_eval(node.value).items()}
+    raise LoadError(f"{path}: no _OMNI_MODELS dict")
+
+
+def consumer_from_example(path: Path, names=("as_waveform", "to_waveform", "extract_audio")):
+    """Compile the example's audio-consumer function out of ``end2end.py`` (it imports vLLM at the top)."""
+    if not path.is_file():
+        return None, ""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in names:
+            import numpy as np
+            import torch
+
+            ns: dict[str, Any] = {"torch": torch, "np": np, "numpy": np}
+            exec(compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec"), ns)
+            return ns[node.name], f"{path}:{node.lineno} {node.name}()"
+    return None, ""
+
+
+def load_tree_model(root: Path, name: str, release: str | None = None) -> RuntimeSubject:
+    root = Path(root).resolve()
+    pkg = root / "vllm_omni" / "model_executor" / "models" / name
+    if not pkg.is_dir():
+        raise LoadError(f"{pkg} does not exist: no model package {name!r} in the vLLM-Omni tree at {root}")
+    try:
+        import vllm  # noqa: F401
+    except Exception as exc:  # noqa: BLE001
+        raise LoadError(
+            f"--omni-root models run in the real-vLLM tier: `import vllm` failed ({type(exc).__name__}: {exc}); "
+            "install vllm (e.g. pip install 'omnitts[vllm]') and run again"
+        ) from None
+    pipe = read_pipeline(pkg / "pipeline.py")
+    registry = read_registry(root / "vllm_omni" / "model_executor" / "models" / "registry.py")
+    model_type = pipe.get("model_type", name)
+    import yaml
+
+    deploy_path = root / "vllm_omni" / "deploy" / f"{model_type}.yaml"
+    deploy = yaml.safe_load(deploy_path.read_text(encoding="utf-8")) if deploy_path.is_file() else {}
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    existing = sys.modules.get("vllm_omni")
+    if existing is not None and not str(Path(existing.__file__).resolve()).startswith(str(root)):
+        raise LoadError(f"vllm_omni is already imported from {existing.__file__}, not from --omni-root {root}")
+    import vllm_omni
+
+    if not str(Path(vllm_omni.__file__).resolve()).startswith(str(root)):
+        raise LoadError(f"`import vllm_omni` resolves to {vllm_omni.__file__}, not to --omni-root {root}")
+    classes = []
+    for st in pipe["stages"]:
+        arch = st.get("model_arch") or pipe.get("model_arch")
+        if arch not in registry:
+            raise LoadError(f"model_arch {arch!r} of stage {st.get('stage_id')} is not in _OMNI_MODELS")
+        folder, module, cls_name = registry[arch]
+        mod = importlib.import_module(f"vllm_omni.model_executor.models.{folder}.{module}")
+        classes.append((st, getattr(mod, cls_name)))
+    cfg_mod = importlib.import_module(f"vllm_omni.model_executor.models.{name}.configuration_{name}")
+    cfg_cls = next(
+        (c for c in vars(cfg_mod).values() if inspect.isclass(c) and getattr(c, "model_type", None) == model_type), None
+    )
+    if cfg_cls is None:
+        raise LoadError(f"no config class with model_type {model_type!r} in configuration_{name}.py")
+    config = cfg_cls()
+    stages = []
+    for st, cls in classes:
+        execution = "ar" if "AR" in str(st.get("execution_type", "LLM_AR")) else "generation"
+        stages.append(
+            StageSpec(
+                stage_id=int(st.get("stage_id", len(stages))),
+                model_stage=str(st.get("model_stage", "")),
+                execution=execution,
+                factory=(lambda c=cls: c(config=config)),
+                engine_output_type=str(st.get("engine_output_type", "audio")),
+                final_output=bool(st.get("final_output", False)),
+                cls=cls,
+                config=config,
+            )
+        )
+    async_fn = None
+    for st in pipe["stages"]:
+        target = st.get("async_chunk_process_next_stage_input_func") or st.get("custom_process_next_stage_input_func")
+        if isinstance(target, str):
+            mod_name, _, fn_name = target.rpartition(".")
+            async_fn = getattr(importlib.import_module(mod_name), fn_name)
+    extra: dict[str, Any] = {}
+    for conn in (deploy.get("connectors") or {}).values():
+        extra.update((conn or {}).get("extra") or {})
+    consumer, origin = consumer_from_example(root / "examples" / "offline_inference" / "text_to_speech" / name / "end2end.py")
+    proc_file = root / "vllm_omni" / "model_executor" / "stage_input_processors" / f"{name}.py"
+    files = sorted(pkg.glob("*.py")) + ([proc_file] if proc_file.is_file() else [])
+    pattern = "two-stage" if len(stages) > 1 else "single-stage"
+    return RuntimeSubject(
+        name=name,
+        pattern=pattern,
+        release=release or tree_version(root) or DEFAULT_RELEASE,
+        stages=stages,
+        prompts=default_prompts(config),
+        sample_rate=int(getattr(config, "sample_rate", 16000)),
+        hop_length=getattr(config, "hop_length", None),
+        eos_token_id=getattr(config, "eos_token_id", None),
+        async_chunk_fn=async_fn,
+        connector_extra=extra,
+        consumer=consumer,
+        consumer_origin=origin,
+        source_files=files,
+        model_files=files,
+        kind="tree",
+        eos_step_emits_audio=pattern != "two-stage",
+        description=f"{name} from {root}",
+        extra={"deploy": deploy, "pipeline": pipe, "root": str(root)},
+    )
+
+
+def load_subject(name: str, omni_root: str | Path | None = None, release: str | None = None) -> RuntimeSubject:
+    if omni_root:
+        subj = load_tree_model(Path(omni_root), name, release)
+    elif ":" in name and not name.startswith("ref_"):
+        subj = _from_spec(name)
+    else:
+        cat = _catalog()
+        if cat is None:
+            raise LoadError(
+                f"model {name!r}: the reference-model catalog (omnitts.reference_models.catalog) is not available;"
+                " pass --omni-root DIR for a model in a vLLM-Omni tree"
+            )
+        known = list_model_names()
+        if name not in known:
+            raise LoadError(f"unknown model {name!r}; known: {', '.join(known)} (see --list-models)")
+        subj = from_catalog_subject(cat.get_subject(name))
+    if release:
+        subj.release = release
+    return subj

@@ -1,0 +1,223 @@
+"""Host-sync detection (invariant I3) on CPU and CUDA, attributed to the model's source line.
+
+CPU: a ``TorchDispatchMode`` records ``aten._local_scalar_dense`` (what ``.item()``, ``bool()``,
+``int()`` and ``float()`` of a tensor reach), ``aten.nonzero`` and device->host ``aten._to_copy``.
+CPU tensors dispatch nothing for ``.tolist()``, ``.cpu()``, ``.numpy()`` and ``.to("cpu")``, so while the
+spy is armed those tensor methods are wrapped as well (measured on torch 2.11/2.13, see
+/work/shared/research/runtime_and_environment_facts.md).
+
+CUDA: additionally ``torch.cuda.set_sync_debug_mode("warn")`` is armed (only after warm-up: arming it
+around CUDA-graph capture raises) and every warning it emits is recorded with the Python stack at
+that moment.
+
+Every event is attributed to the innermost frame that lies in the model's own source files, so the
+report names the line that synced (``modeling_x.py:123 in forward: codes.item()``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+import sys
+import threading
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+_HERE = str(Path(__file__).resolve().parent)
+_TORCH = str(Path(torch.__file__).resolve().parent)
+
+
+@dataclass
+class SyncEvent:
+    op: str
+    where: str  # "path:line in func: source"
+    in_model: bool
+    label: str  # step label, e.g. "stage0 step 7"
+
+
+@dataclass
+class SyncReport:
+    events: list[SyncEvent] = field(default_factory=list)
+    steps: dict[str, int] = field(default_factory=dict)  # label -> syncs in that step
+
+    def by_site(self) -> Counter:
+        return Counter(f"{e.op} at {e.where}" for e in self.events)
+
+    @property
+    def total(self) -> int:
+        return len(self.events)
+
+    def summary(self, limit: int = 8) -> str:
+        if not self.events:
+            return "no host syncs"
+        lines = [f"{n}x {site}" for site, n in self.by_site().most_common(limit)]
+        return "\n".join(lines)
+
+
+def _is_cpu_device(arg) -> bool:
+    if isinstance(arg, str):
+        return arg == "cpu" or arg.startswith("cpu:")
+    if isinstance(arg, torch.device):
+        return arg.type == "cpu"
+    return False
+
+
+class SyncSpy:
+    """Arm with ``with spy.armed(label):`` around model calls; read ``spy.report`` afterwards."""
+
+    def __init__(self, model_files: list[Path] | None = None, device: str = "cpu"):
+        roots = []
+        for p in model_files or []:
+            p = Path(p).resolve()
+            roots.append(str(p))
+        self._roots = tuple(roots)
+        self.device = device
+        self.report = SyncReport()
+        self._label = ""
+        self._depth = 0
+        self._lock = threading.Lock()
+        self._cuda_armed = False
+
+    # -- attribution ------------------------------------------------------------------------------
+    def _in_model(self, filename: str) -> bool:
+        if not self._roots:
+            return not (filename.startswith(_TORCH) or filename.startswith(_HERE))
+        return any(filename == r or filename.startswith(r.rstrip("/") + "/") for r in self._roots)
+
+    def _site(self, skip: int = 2) -> tuple[str, bool]:
+        frame = sys._getframe(skip)
+        fallback = None
+        while frame is not None:
+            fn = frame.f_code.co_filename
+            if self._in_model(fn):
+                return self._fmt(frame), True
+            if fallback is None and not fn.startswith(_TORCH) and not fn.startswith(_HERE) and "<frozen" not in fn:
+                fallback = frame
+            frame = frame.f_back
+        return (self._fmt(fallback) if fallback is not None else "<unknown>"), False
+
+    @staticmethod
+    def _fmt(frame) -> str:
+        fn, line = frame.f_code.co_filename, frame.f_lineno
+        src = linecache.getline(fn, line).strip()
+        return f"{fn}:{line} in {frame.f_code.co_name}: {src}"
+
+    def _record(self, op: str, skip: int = 3) -> None:
+        where, in_model = self._site(skip)
+        with self._lock:
+            self.report.events.append(SyncEvent(op, where, in_model, self._label))
+            self.report.steps[self._label] = self.report.steps.get(self._label, 0) + 1
+
+    # -- arming -----------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def armed(self, label: str):
+        if self._depth:
+            yield self
+            return
+        self._label = label
+        self.report.steps.setdefault(label, 0)
+        self._depth += 1
+        patches = self._patch_methods()
+        mode = _DispatchSpy(self)
+        cuda = self.device.startswith("cuda") and torch.cuda.is_available()
+        try:
+            with mode, warnings.catch_warnings():
+                if cuda:
+                    warnings.simplefilter("always")
+                    old_show = warnings.showwarning
+                    warnings.showwarning = self._on_warning
+                    torch.cuda.set_sync_debug_mode("warn")
+                try:
+                    yield self
+                finally:
+                    if cuda:
+                        torch.cuda.set_sync_debug_mode("default")
+                        warnings.showwarning = old_show
+        finally:
+            for owner, name, orig in patches:
+                setattr(owner, name, orig)
+            self._depth -= 1
+
+    def _on_warning(self, message, category, filename, lineno, file=None, line=None):
+        text = str(message)
+        if "synchroniz" in text.lower():
+            self._record("cuda sync (set_sync_debug_mode)", skip=3)
+
+    def _patch_methods(self):
+        spy = self
+        patches = []
+        tensor = torch.Tensor
+
+        def wrap(name, predicate=None):
+            orig = getattr(tensor, name)
+
+            def wrapper(self_t, *args, **kwargs):
+                if spy._depth and self_t.device.type == "cpu" and (predicate is None or predicate(args, kwargs)):
+                    spy._record(f"Tensor.{name}", skip=2)
+                return orig(self_t, *args, **kwargs)
+
+            wrapper.__name__ = name
+            patches.append((tensor, name, orig))
+            setattr(tensor, name, wrapper)
+
+        def to_cpu(args, kwargs):
+            target = kwargs.get("device", args[0] if args else None)
+            return _is_cpu_device(target)
+
+        wrap("tolist")
+        wrap("cpu")
+        wrap("numpy")
+        wrap("to", to_cpu)
+        return patches
+
+
+class _DispatchSpy(TorchDispatchMode):
+    _SCALAR = {torch.ops.aten._local_scalar_dense.default}
+    _NONZERO = {torch.ops.aten.nonzero.default}
+
+    def __init__(self, spy: SyncSpy):
+        super().__init__()
+        self.spy = spy
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self._SCALAR:
+            self.spy._record("aten._local_scalar_dense (.item()/bool()/int()/float() of a tensor)")
+        elif func in self._NONZERO:
+            self.spy._record("aten.nonzero (data-dependent shape)")
+        elif func is torch.ops.aten._to_copy.default:
+            src = args[0] if args else None
+            dev = kwargs.get("device")
+            if isinstance(src, torch.Tensor) and src.device.type != "cpu" and dev is not None and _is_cpu_device(dev):
+                self.spy._record("aten._to_copy device->host")
+        return func(*args, **kwargs)
+
+
+def graph_breaks(fn, *args, **kwargs) -> dict:
+    """Run ``torch._dynamo.explain`` on one call; return counts and readable break reasons."""
+    import torch._dynamo as dynamo
+
+    dynamo.reset()
+    try:
+        out = dynamo.explain(fn)(*args, **kwargs)
+    finally:
+        dynamo.reset()
+    reasons = []
+    for br in getattr(out, "break_reasons", []) or []:
+        where = ""
+        stack = getattr(br, "user_stack", None) or []
+        if stack:
+            fr = stack[-1]
+            where = f"{fr.filename}:{fr.lineno}"
+        reasons.append({"reason": str(getattr(br, "reason", br)).splitlines()[0][:300], "where": where})
+    return {
+        "graph_count": int(getattr(out, "graph_count", 0)),
+        "graph_break_count": int(getattr(out, "graph_break_count", 0)),
+        "op_count": int(getattr(out, "op_count", 0)),
+        "break_reasons": reasons,
+    }

@@ -1,0 +1,107 @@
+"""Where a model hook sees its batch: the per-request lists the runner passes (one dict per
+scheduled request, in batch order) and the loops over them. Shared by the I4 and I5 rules."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from omnitts.validators.static.index import FUNC_TYPES, dotted
+
+BATCH_HOOKS = frozenset({"forward", "make_omni_output"})
+PER_REQUEST_PARAMS = frozenset(
+    {"runtime_additional_information", "model_intermediate_buffer", "infos", "info_dicts", "request_infos", "runtime_info"}
+)
+_KW_KEYS = ("runtime_additional_information", "model_intermediate_buffer")
+_SPLIT_CALL = re.compile(r"split_request|split_per_request|per_request")
+
+
+def _is_per_request_source(node: ast.AST, lists: set[str]) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id in lists
+    if isinstance(node, ast.BoolOp):
+        return _is_per_request_source(node.values[0], lists)
+    if isinstance(node, ast.IfExp):
+        return _is_per_request_source(node.body, lists) or _is_per_request_source(node.orelse, lists)
+    if isinstance(node, ast.Call):
+        name = dotted(node.func)
+        if name.endswith(".get") and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in _KW_KEYS:
+            return True
+        if _SPLIT_CALL.search(name.split(".")[-1]):
+            return True
+        if name in ("list", "tuple") and node.args:
+            return _is_per_request_source(node.args[0], lists)
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in _KW_KEYS:
+        return True
+    return False
+
+
+def per_request_lists(fn: ast.AST) -> set[str]:
+    """Names bound to the per-request list in a function (flow-insensitive fixpoint)."""
+    args = fn.args
+    lists = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs] if a.arg in PER_REQUEST_PARAMS}
+    assigns = [n for n in _own_nodes(fn) if isinstance(n, ast.Assign | ast.AnnAssign) and n.value is not None]
+    changed = True
+    while changed:
+        changed = False
+        for n in assigns:
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            if _is_per_request_source(n.value, lists):
+                for t in targets:
+                    if isinstance(t, ast.Name) and t.id not in lists:
+                        lists.add(t.id)
+                        changed = True
+    return lists
+
+
+def loop_binds_request(loop: ast.For, lists: set[str], counts: set[str]) -> bool:
+    """A `for` over the per-request list (directly, enumerate/zip of it, or range(len(it)))."""
+    it = loop.iter
+    if isinstance(it, ast.Name) and it.id in lists:
+        return True
+    if isinstance(it, ast.Call):
+        name = dotted(it.func)
+        if name in ("enumerate", "zip", "reversed", "list"):
+            return any(loop_binds_request(ast.For(ast.Name("_"), a, [], []), lists, counts) for a in it.args)
+        if name == "range" and it.args:
+            last = it.args[-1] if len(it.args) == 1 else it.args[1]
+            if isinstance(last, ast.Call) and dotted(last.func) == "len" and last.args:
+                return isinstance(last.args[0], ast.Name) and last.args[0].id in lists
+            return isinstance(last, ast.Name) and last.id in counts
+    return False
+
+
+def request_counts(fn: ast.AST, lists: set[str]) -> set[str]:
+    """Names holding len(per-request list): `num_reqs = len(infos)`."""
+    out = set()
+    for n in _own_nodes(fn):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and dotted(n.value.func) in ("len", "max", "min"):
+            inner = n.value.args
+            if any(isinstance(a, ast.Call) and dotted(a.func) == "len" and a.args and isinstance(a.args[0], ast.Name)
+                   and a.args[0].id in lists for a in inner) or (
+                dotted(n.value.func) == "len" and inner and isinstance(inner[0], ast.Name) and inner[0].id in lists
+            ):
+                out |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+    return out
+
+
+def per_request_loops(fn: ast.AST) -> list[ast.For]:
+    lists = per_request_lists(fn)
+    if not lists:
+        return []
+    counts = request_counts(fn, lists)
+    return [n for n in _own_nodes(fn) if isinstance(n, ast.For) and loop_binds_request(n, lists, counts)]
+
+
+def _own_nodes(fn: ast.AST):
+    """Nodes of a function body, not descending into nested functions or classes."""
+    stack = list(fn.body)
+    while stack:
+        n = stack.pop()
+        yield n
+        for c in ast.iter_child_nodes(n):
+            if not isinstance(c, FUNC_TYPES + (ast.ClassDef, ast.Lambda)):
+                stack.append(c)
+
+
+own_nodes = _own_nodes

@@ -1,0 +1,337 @@
+"""Runs rules over files: discovery, parse once per file, per-file rules, suppressions, content-hash
+cache, worker processes, then the tree-scope rules. Anything that goes wrong inside is reported as
+a finding or an error, never swallowed (fail closed)."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import traceback
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omnitts.validators.static import suppressions
+from omnitts.validators.static.finding import Finding
+from omnitts.validators.static.rule import CONFIG, REGISTRY, Report, Rule
+from omnitts.validators.static.source import SourceFile, classify
+from omnitts.validators.static.treefacts import TreeContext, TreeFacts
+
+SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", "build", "dist", ".cache", ".tox", ".mypy_cache",
+             ".pytest_cache", ".ruff_cache", ".eggs"}
+CONFIG_DIRS = {"deploy", "stage_configs"}
+PARALLEL_MIN_BYTES = 1_500_000  # below this, worker start-up costs more than it saves
+
+
+class UsageError(Exception):
+    """Bad arguments or missing input: exit code 2."""
+
+
+@dataclass
+class LintResult:
+    findings: list[Finding] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # internal errors: the run fails closed
+    files: int = 0
+    cached: int = 0
+
+
+# --- rule selection -------------------------------------------------------------------------------
+def all_rules() -> dict[str, type[Rule]]:
+    import omnitts.validators.static.rules  # noqa: F401  (registers every rule)
+
+    return REGISTRY
+
+
+def select_rules(select: Iterable[str] | None) -> list[type[Rule]]:
+    """``select`` holds rule ids, id prefixes (``OMNI-I3``) or invariants (``I3``, ``INT``)."""
+    rules = all_rules()
+    if not select:
+        return [rules[k] for k in sorted(rules)]
+    chosen = set()
+    for item in select:
+        item = item.strip()
+        if not item:
+            continue
+        hits = {k for k, r in rules.items() if k == item or k.startswith(item + "-") or k.startswith(item) and item.count("-") >= 2
+                or r.invariant == item}
+        if not hits:
+            raise UsageError(f"--select {item!r} matches no rule (see --list-rules)")
+        chosen |= hits
+    # Suppression bookkeeping always runs: a stale or reason-less suppression is a finding.
+    chosen |= {k for k in rules if k.startswith("OMNI-META")}
+    return [rules[k] for k in sorted(chosen)]
+
+
+def rules_version() -> str:
+    """Hash of the validator sources: a code change invalidates the cache."""
+    h = hashlib.blake2b(digest_size=8)
+    base = Path(__file__).parent
+    for p in sorted(base.rglob("*.py")):
+        h.update(p.relative_to(base).as_posix().encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+# --- discovery ------------------------------------------------------------------------------------
+def discover(paths: Iterable[Path]) -> list[Path]:
+    out: list[Path] = []
+    seen: set[Path] = set()
+    for p in paths:
+        p = Path(p)
+        if not p.exists():
+            raise UsageError(f"no such file or directory: {p}")
+        if p.is_file():
+            cands = [p]
+        else:
+            cands = []
+            for dirpath, dirnames, filenames in os.walk(p):
+                dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+                parts = set(Path(dirpath).parts)
+                for name in sorted(filenames):
+                    if name.endswith(".py") or (name.endswith((".yaml", ".yml")) and parts & CONFIG_DIRS):
+                        cands.append(Path(dirpath) / name)
+        for c in cands:
+            r = c.resolve()
+            if r not in seen:
+                seen.add(r)
+                out.append(c)
+    return out
+
+
+def display_path(p: Path) -> str:
+    try:
+        rel = os.path.relpath(p)
+    except ValueError:
+        return str(p)
+    return str(p) if rel.startswith("..") else rel
+
+
+# --- per-file work (runs in workers) --------------------------------------------------------------
+def enclosing_stmt(tree: ast.Module, line: int, col: int) -> ast.AST | None:
+    body, best = tree.body, None
+    while body:
+        nxt = None
+        for stmt in body:
+            end = getattr(stmt, "end_lineno", stmt.lineno)
+            if stmt.lineno <= line <= end:
+                best, nxt = stmt, stmt
+                break
+        if nxt is None:
+            break
+        inner = []
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            for item in getattr(nxt, name, []) or []:
+                inner.extend(item.body if isinstance(item, (ast.ExceptHandler, ast.match_case)) else [item])
+        body = [s for s in inner if isinstance(s, ast.stmt)]
+    return best
+
+
+def _header(stmt: ast.AST) -> ast.AST:
+    """A compound statement's own expression (its test, iterator, items), not its body."""
+    for attr in ("test", "iter", "subject"):
+        if hasattr(stmt, attr):
+            return getattr(stmt, attr)
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return ast.Tuple([i.context_expr for i in stmt.items], ast.Load())
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return ast.Constant(stmt.name)
+    return stmt
+
+
+def stmt_digest(tree: ast.Module | None, line: int, col: int, fallback: str = "") -> str:
+    stmt = enclosing_stmt(tree, line, col) if tree is not None else None
+    raw = ast.dump(_header(stmt), include_attributes=False) if stmt is not None else " ".join(fallback.split())
+    return hashlib.blake2b(raw.encode(), digest_size=6).hexdigest()
+
+
+def symbol_at(tree: ast.Module, line: int) -> str:
+    best, stack = "<module>", [(tree.body, "")]
+    while stack:
+        body, prefix = stack.pop()
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.lineno <= line <= (node.end_lineno or node.lineno):
+                best = prefix + node.name
+                stack.append((node.body, best + "."))
+                break
+    return best
+
+
+def to_finding(rule: type[Rule], rep: Report, display: str, tree: ast.Module | None, line_text: str = "") -> Finding:
+    symbol = rep.symbol or (symbol_at(tree, rep.line) if tree is not None else "<file>")
+    digest = stmt_digest(tree, rep.line, rep.col, line_text or rep.message)
+    return Finding(display, rep.line, rep.col, rule.id, rule.invariant, rule.severity, rep.message, symbol, digest,
+                   rep.fix[4] if rep.fix else None)
+
+
+def meta(display: str, line: int, col: int, rule: str, message: str, key: str = "") -> Finding:
+    digest = hashlib.blake2b((key or message).encode(), digest_size=6).hexdigest()
+    return Finding(display, line, col, rule, "META", "error", message, "<module>", digest)
+
+
+def lint_source(display: str, rel: str, data: bytes, facts: TreeFacts, rules: list[type[Rule]]) -> list[Finding]:
+    text = data.decode("utf-8", errors="replace")
+    known = set(all_rules())
+    if rel.endswith((".yaml", ".yml")):
+        return []  # config files are read by the tree-scope rules; suppressions applied there
+    try:
+        tree = ast.parse(data, filename=display)
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None) or 1
+        return [meta(display, line, (getattr(exc, "offset", None) or 1), "OMNI-META-001",
+                     f"file does not parse, no rule could check it: {exc.__class__.__name__}: {getattr(exc, 'msg', exc)}",
+                     key="parse-error")]
+    src = SourceFile(display, rel, text, tree, facts)
+    kind = src.kind
+    findings: list[Finding] = []
+    ran: set[str] = set()
+    for rule in rules:
+        if rule.scope != "file" or kind not in rule.kinds:
+            continue
+        ran.add(rule.id)
+        if rule.needles and not any(n in text for n in rule.needles):
+            continue
+        try:
+            for rep in rule().check(src):
+                findings.append(to_finding(rule, rep, display, tree))
+        except Exception as exc:  # fail closed: a crashing rule is a finding and an error exit
+            tb = traceback.extract_tb(exc.__traceback__)[-1]
+            findings.append(meta(display, 1, 1, "OMNI-META-004",
+                                 f"internal error in {rule.id}: {exc.__class__.__name__}: {exc} "
+                                 f"({Path(tb.filename).name}:{tb.lineno}); the file was not fully checked"))
+    findings = suppressions.apply(display, text, findings, ran, known)
+    return sorted(set(findings), key=Finding.sort_key)
+
+
+def _lint_chunk(items: list[tuple[str, str, str, str]], facts: TreeFacts, rule_ids: list[str]):
+    reg = all_rules()
+    rules = [reg[r] for r in rule_ids]
+    out = []
+    for abs_path, display, rel, digest in items:
+        try:
+            data = Path(abs_path).read_bytes()
+            out.append((abs_path, digest, lint_source(display, rel, data, facts, rules)))
+        except Exception as exc:  # unreadable file: fail closed
+            out.append((abs_path, digest, [meta(display, 1, 1, "OMNI-META-004", f"cannot lint file: {exc}")]))
+    return out
+
+
+# --- orchestration --------------------------------------------------------------------------------
+@dataclass
+class FileItem:
+    path: Path
+    display: str
+    rel: str
+    data: bytes
+    digest: str
+
+
+def read_items(files: list[Path], root: Path | None) -> list[FileItem]:
+    items = []
+    for f in files:
+        try:
+            data = f.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read {f}: {exc.strerror}") from exc
+        absf = f.resolve()
+        rel = absf.relative_to(root).as_posix() if root is not None and absf.is_relative_to(root) else display_path(f).replace(os.sep, "/")
+        items.append(FileItem(absf, display_path(f), rel, data, hashlib.blake2b(data, digest_size=16).hexdigest()))
+    return items
+
+
+def run_file_rules(items: list[FileItem], facts: TreeFacts, rules: list[type[Rule]], jobs: int, cache) -> LintResult:
+    res = LintResult(files=len(items))
+    todo: list[FileItem] = []
+    for it in items:
+        hit = cache.get(str(it.path), it.digest, it.display) if cache is not None else None
+        if hit is not None:
+            res.findings.extend(hit)
+            res.cached += 1
+        else:
+            todo.append(it)
+    rule_ids = [r.id for r in rules]
+    size = sum(len(it.data) for it in todo)
+    results = []
+    if jobs > 1 and len(todo) > 1 and size >= PARALLEL_MIN_BYTES:
+        chunks = _balanced(todo, jobs * 4)
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            futs = [pool.submit(_lint_chunk, [(str(i.path), i.display, i.rel, i.digest) for i in c], facts, rule_ids)
+                    for c in chunks]
+            for fut in futs:
+                results.extend(fut.result())
+    else:
+        reg = {r.id: r for r in rules}
+        for it in todo:
+            results.append((str(it.path), it.digest, lint_source(it.display, it.rel, it.data, facts, [reg[r] for r in rule_ids])))
+    by_path = {str(i.path): i for i in todo}
+    for abs_path, digest, found in results:
+        res.findings.extend(found)
+        if cache is not None and not any(f.rule == "OMNI-META-004" for f in found):
+            cache.put(abs_path, digest, found)
+    return res
+
+
+def _balanced(items: list[FileItem], n: int) -> list[list[FileItem]]:
+    chunks: list[list[FileItem]] = [[] for _ in range(max(1, n))]
+    sizes = [0] * len(chunks)
+    for it in sorted(items, key=lambda i: -len(i.data)):
+        k = sizes.index(min(sizes))
+        chunks[k].append(it)
+        sizes[k] += len(it.data)
+    return [c for c in chunks if c]
+
+
+def run_tree_rules(ctx: TreeContext, rules: list[type[Rule]]) -> LintResult:
+    """Tree-scope rules; findings on YAML/Python files get suppressions applied like file findings."""
+    res = LintResult()
+    per_path: dict[str, list[Finding]] = {}
+    ran = {r.id for r in rules if r.scope == "tree"}
+    trees: dict[str, ast.Module | None] = {}
+    for rule in rules:
+        if rule.scope != "tree":
+            continue
+        try:
+            for rep in rule().check_tree(ctx):
+                rel = rep.path or ""
+                if not ctx.in_focus(rel):
+                    continue
+                absf = ctx.root / rel
+                display = display_path(absf)
+                text = ctx.read(rel)
+                if rel not in trees:
+                    try:
+                        trees[rel] = ast.parse(text) if rel.endswith(".py") else None
+                    except SyntaxError:
+                        trees[rel] = None
+                lines = text.splitlines()
+                line_text = lines[rep.line - 1] if 0 < rep.line <= len(lines) else rep.message
+                per_path.setdefault(rel, []).append(to_finding(rule, rep, display, trees[rel], line_text.strip()))
+        except Exception as exc:
+            tb = traceback.extract_tb(exc.__traceback__)[-1]
+            res.errors.append(f"internal error in {rule.id}: {exc.__class__.__name__}: {exc} ({Path(tb.filename).name}:{tb.lineno})")
+    known = set(all_rules())
+    for rel, found in per_path.items():
+        text = ctx.read(rel)
+        display = found[0].path
+        kept = suppressions.apply(display, text, found, set(), known, python=rel.endswith(".py"))
+        res.findings.extend(kept)
+    # Unused suppressions of tree rules in config files the run covered.
+    for rel in ctx.memo("config_files", lambda: []):
+        if rel in per_path or not ctx.in_focus(rel):
+            continue
+        text = ctx.read(rel)
+        if suppressions.MARK in text:
+            res.findings.extend(suppressions.apply(display_path(ctx.root / rel), text, [], ran, known, python=False))
+    return res
+
+
+def file_kind(rel: str, text: str) -> str:
+    return classify(rel, text)
+
+
+__all__ = ["CONFIG", "LintResult", "UsageError", "discover", "run_file_rules", "run_tree_rules", "select_rules"]

@@ -1,0 +1,314 @@
+"""I3 — hot-loop GPU discipline: no host syncs inside per-step or per-request loops of model code.
+
+One analysis per file feeds the five rules: the module index says which functions run per step
+and which run inside a hot loop; the flow walker says whether a value is a device tensor, a CPU
+tensor or a host value, so CPU-side bookkeeping is not reported.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from omnitts.validators.static.index import Ctx
+from omnitts.validators.static.rule import Invalid, Report, Rule, Valid, register
+from omnitts.validators.static.source import SourceFile
+from omnitts.validators.static.index import dotted
+from omnitts.validators.static.tensors import DEV, HOST_KINDS, FlowWalker, _is_cpu_literal, bind_args, join, per_step_functions
+
+# Arguments of these logging calls are only evaluated on anomaly paths worth a warning.
+_ANOMALY_LOG = ("warning", "warning_once", "warn", "error", "exception", "critical", "fatal")
+
+I3_ITEM, I3_COPY, I3_CAST, I3_FILL, I3_FLOW = (f"OMNI-I3-00{i}" for i in range(1, 6))
+NEEDLES = ("def forward", "def make_omni_output", "def compute_logits", "def preprocess", "def postprocess", "def sample")
+
+
+class _SyncWalker(FlowWalker):
+    def __init__(self, src: SourceFile, fn, hot: bool, out: dict[str, dict[int, Report]], params: dict) -> None:
+        super().__init__(src.index, fn.node, src.index.class_of(fn), hot, params.get(fn.qualname))
+        self.info = fn
+        self.params = params
+        self.qual = fn.qualname
+        self.out = out
+        self.consumed: set[int] = set()
+        self.src = src
+
+    def _where(self, ctx: Ctx) -> str:
+        return f"in a per-step loop of `{self.qual}`" if not self.hot_body else f"in `{self.qual}`, which runs inside a per-step loop"
+
+    def _add(self, rule: str, node: ast.AST, message: str, fix=None) -> None:
+        self.out[rule].setdefault(id(node), Rule.at(node, message, fix))
+
+    @staticmethod
+    def _hot(ctx: Ctx, in_comp: bool) -> bool:
+        return (ctx.loops > 0 or in_comp) and not ctx.guarded and not ctx.error_path
+
+    def on_expr(self, node: ast.AST, env: dict[str, str], ctx: Ctx, in_comp: bool) -> None:
+        if not isinstance(node, ast.Call):
+            return
+        self._record_args(node, env)
+        if not self._hot(ctx, in_comp):
+            return
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _ANOMALY_LOG and "log" in dotted(func.value).lower():
+            for arg in ast.walk(node):
+                self.consumed.add(id(arg))
+            return
+        if id(node) in self.consumed:
+            return
+        kind = self.eval.kind
+        if isinstance(func, ast.Attribute):
+            m, recv = func.attr, func.value
+            if m == "fill_" and len(node.args) == 1 and not node.keywords and _is_item(node.args[0]):
+                inner = node.args[0]
+                self.consumed.add(id(inner))
+                if kind(env, inner.func.value) not in HOST_KINDS:
+                    fix = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset, "fill_item_to_copy")
+                    self._add(I3_FILL, node, f"`{_short(self.src, node)}` {self._where(ctx)} syncs to read the scalar back; "
+                              "write it device-side with `dst.copy_(src)`", fix)
+                return
+            if m == "item" and not node.args and id(node) not in self.consumed:
+                if kind(env, recv) not in HOST_KINDS:
+                    self._add(I3_ITEM, node, f"`{_short(self.src, node)}` {self._where(ctx)} forces a GPU->CPU sync per iteration")
+            elif m in ("cpu", "tolist") and not node.args:
+                if kind(env, recv) not in HOST_KINDS:
+                    self._add(I3_COPY, node, f"`.{m}()` {self._where(ctx)} copies device->host (a sync) per iteration")
+            elif m == "to" and any(_is_cpu_literal(a) for a in [*node.args, *(k.value for k in node.keywords)]):
+                if kind(env, recv) not in HOST_KINDS:
+                    self._add(I3_COPY, node, f"`.to('cpu')` {self._where(ctx)} copies device->host (a sync) per iteration")
+            elif m == "numpy" and not node.args and kind(env, recv) == DEV:
+                self._add(I3_COPY, node, f"`.numpy()` of a device tensor {self._where(ctx)} needs a device->host copy")
+        elif isinstance(func, ast.Name) and func.id in ("int", "float", "bool") and len(node.args) == 1 and not node.keywords:
+            if kind(env, node.args[0]) == DEV:
+                self._add(I3_CAST, node, f"`{func.id}()` of a tensor {self._where(ctx)} reads its value back to the host (a sync)")
+
+    def _record_args(self, call: ast.Call, env: dict[str, str]) -> None:
+        target = self.src.index.resolve(self.info, call)
+        if target is None:
+            return
+        slot = self.params.setdefault(target.qualname, {})
+        for name, arg in bind_args(self.src.index, target, call):
+            k = self.eval.kind(env, arg)
+            slot[name] = join(slot[name], k) if name in slot else k
+
+    def on_test(self, test: ast.AST, env: dict[str, str], ctx: Ctx) -> None:
+        if self._hot(ctx, False) and id(test) not in self.consumed and self.eval.kind(env, test) == DEV:
+            self._add(I3_FLOW, test, f"Python branches on tensor value `{_short(self.src, test)}` {self._where(ctx)}: "
+                      "evaluating it syncs; use torch.where/masking or decide on the host once per step")
+
+
+def _is_item(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "item" and not node.args
+
+
+def _short(src: SourceFile, node: ast.AST) -> str:
+    text = " ".join(src.segment(node).split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def analyze(src: SourceFile) -> dict[str, list[Report]]:
+    cached = src.__dict__.get("_i3")
+    if cached is None:
+        out: dict[str, dict[int, Report]] = {r: {} for r in (I3_ITEM, I3_COPY, I3_CAST, I3_FILL, I3_FLOW)}
+        params: dict[str, dict[str, str]] = {}
+        for fn, hot in per_step_functions(src.index):
+            _SyncWalker(src, fn, hot, out, params).run()
+        cached = {r: sorted(v.values(), key=lambda rep: (rep.line, rep.col)) for r, v in out.items()}
+        src.__dict__["_i3"] = cached
+    return cached
+
+
+class _I3Rule(Rule):
+    invariant = "I3"
+    severity = "error"
+    needles = NEEDLES
+
+    def check(self, src: SourceFile):
+        yield from analyze(src)[self.id]
+
+
+_LOOP = '''
+import torch
+
+class Talker(torch.nn.Module):
+    def forward(self, input_ids: torch.Tensor, runtime_additional_information=None, **kwargs):
+        codes = self.embed(input_ids).float()
+        out = []
+        for step in range(8):
+{body}
+        return out
+'''
+
+
+def _loop(body: str) -> str:
+    return _LOOP.format(body="\n".join("            " + line for line in body.strip().splitlines()))
+
+
+@register
+class HotItem(_I3Rule):
+    """`.item()` on a tensor inside a per-step or per-request loop of model code.
+
+    Loops in `forward()` and in the helpers it calls (per-request loops, AR decode, diffusion
+    solver, vocoder block loops) run on every engine step; a function called from such a loop is
+    hot in its whole body. Not reported: one read outside the loops, code behind a run-once guard
+    (`if self._x is None:`, `if key not in self._cache:`, CUDA-graph capture, debug-only branches),
+    error paths, and tensors known to live on the CPU (`.cpu()` results, factories without
+    `device=`, names ending in `_cpu`).
+
+    Why: each `.item()` waits for the GPU queue to drain; at 10 steps x 60 frames x 4 reads that is
+    2,400 syncs per request, and it breaks CUDA-graph capture.
+
+    Fix: keep the value on the device (`torch.where`, masking, `dst.copy_(src)`), or read all values
+    once per forward with one batched `.tolist()` outside the loop.
+    """
+
+    id = I3_ITEM
+    name = "hot-loop-item"
+    VALID = [
+        Valid(_loop("out.append(codes[step] * 2)"), note="device-side only"),
+        Valid(_loop("n = torch.tensor([1, 2, 3])\nout.append(n[step].item())"), note="CPU tensor"),
+        Valid("""
+import torch
+
+class Talker(torch.nn.Module):
+    def forward(self, input_ids, **kwargs):
+        lengths = self.lengths_buf.tolist()  # one batched host copy per forward
+        out = []
+        for n in lengths:
+            out.append(input_ids[:n])
+        return out
+""", note="one batched copy outside the loop"),
+        Valid("""
+import torch
+
+class Talker(torch.nn.Module):
+    def forward(self, input_ids, **kwargs):
+        for step in range(4):
+            if self._graph is None:
+                self._scale = self.scale_buf.max().item()
+        return input_ids
+""", note="run-once guard"),
+        Valid("""
+import torch
+
+def offline_generate(model, ids):
+    for _ in range(100):
+        tok = model(ids).argmax(-1)
+        if tok.item() == 2:
+            break
+""", note="not reachable from a model hook"),
+    ]
+    INVALID = [
+        Invalid(_loop("tok = self.lm_head(codes).argmax(-1)\nout.append(tok.item())"), line=10, message="`tok.item()`"),
+        Invalid("""
+import torch
+
+class Code2Wav(torch.nn.Module):
+    def forward(self, input_ids, **kwargs):
+        out = []
+        for chunk in input_ids.split(4):
+            out.append(self._decode(chunk))
+        return out
+
+    def _decode(self, chunk):
+        scale = chunk.abs().max().item()
+        return chunk / scale
+""", line=12, message="which runs inside a per-step loop"),
+    ]
+
+
+@register
+class HotHostCopy(_I3Rule):
+    """`.cpu()`, `.tolist()`, `.to("cpu")` or `.numpy()` of a device tensor inside a per-step or
+    per-request loop of model code.
+
+    Same hot-loop scope and exclusions as OMNI-I3-001; a `.cpu()` of a tensor already on the CPU is a
+    no-op and is not reported.
+
+    Why: every device->host copy synchronizes the stream; inside a loop it serializes the GPU once
+    per iteration instead of once per step.
+
+    Fix: move the copy out of the loop (one `.tolist()`/`.cpu()` of the whole batch per forward) or
+    keep the computation on the device.
+    """
+
+    id = I3_COPY
+    name = "hot-loop-host-copy"
+    VALID = [
+        Valid(_loop("host = codes.cpu()\nout.append(host[step].tolist())"), note="second copy of a CPU tensor is free"),
+        Valid(_loop("out.append(codes[step].to(torch.float32))")),
+    ]
+    INVALID = [
+        Invalid(_loop("out.append(codes[step].tolist())"), line=10, message="`.tolist()`"),
+        Invalid(_loop("wav = self.vocoder(codes[step])\nout.append(wav.detach().cpu().numpy())"), line=11, message="`.cpu()`"),
+    ]
+
+
+@register
+class HotScalarCast(_I3Rule):
+    """`int()`, `float()` or `bool()` of a device tensor inside a per-step or per-request loop.
+
+    Only values the walker knows to be tensors are reported (`int(x.shape[0])`, `int(n)` of a Python
+    number, and CPU tensors are fine).
+
+    Why: converting a tensor to a Python number is `.item()` in disguise: one GPU->CPU sync per
+    iteration.
+
+    Fix: compute on the device, or convert once per forward outside the loop.
+    """
+
+    id = I3_CAST
+    name = "hot-loop-scalar-cast"
+    VALID = [
+        Valid(_loop("out.append(int(codes.shape[0]) + step)")),
+        Valid(_loop("lens = torch.tensor([3, 4])\nout.append(int(lens[0]))")),
+    ]
+    INVALID = [
+        Invalid(_loop("n = int(codes[step].sum())\nout.append(n)"), line=10, message="`int()` of a tensor"),
+    ]
+
+
+@register
+class HotFillItem(_I3Rule):
+    """`dst.fill_(src.item())` inside a per-step or per-request loop.
+
+    Why: reading the scalar back to the host only to write it into another device tensor costs a
+    sync for nothing; `copy_` does the same write on the device.
+
+    Fix: `dst.copy_(src)` (autofix: `omnitts-lint --fix`).
+    """
+
+    id = I3_FILL
+    name = "fill-item"
+    fixable = True
+    VALID = [Valid(_loop("self.pos_buf.copy_(codes[step])\nout.append(self.pos_buf)"))]
+    INVALID = [
+        Invalid(
+            _loop("self.pos_buf.fill_(codes[step].item())\nout.append(self.pos_buf)"),
+            line=10,
+            message="copy_",
+            fixed=_loop("self.pos_buf.copy_(codes[step])\nout.append(self.pos_buf)"),
+        )
+    ]
+
+
+@register
+class HotTensorBranch(_I3Rule):
+    """Python control flow on a tensor value (`if t:`, `while not done.all():`, `x and y`, a ternary)
+    inside a per-step or per-request loop.
+
+    Why: Python must read the tensor to decide the branch, which synchronizes, and data-dependent
+    branches break CUDA graphs and `torch.compile` graphs.
+
+    Fix: express the choice with `torch.where`/masking, or make the decision on host-side data that
+    the step already has (lengths, flags kept as Python values).
+    """
+
+    id = I3_FLOW
+    name = "hot-loop-tensor-branch"
+    VALID = [
+        Valid(_loop("if codes.shape[0] > step:\n    out.append(codes[step])")),
+        Valid(_loop("out.append(torch.where(codes[step] > 0, codes[step], 0))")),
+    ]
+    INVALID = [
+        Invalid(_loop("tok = codes[step]\nif (tok == 2).any():\n    break\nout.append(tok)"), line=11, message="branches on tensor"),
+    ]

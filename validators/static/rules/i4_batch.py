@@ -1,0 +1,295 @@
+"""I4 (static part) — batched output hooks emit one entry per request, built inside the
+per-request loop; what a `max_num_seqs>1` smoke test would catch, found before it runs."""
+
+from __future__ import annotations
+
+import ast
+
+from omnitts.validators.static.batch import (
+    BATCH_HOOKS,
+    loop_binds_request,
+    own_nodes,
+    per_request_lists,
+    request_counts,
+)
+from omnitts.validators.static.index import FUNC_TYPES, dotted, is_self_attr
+from omnitts.validators.static.rule import Invalid, Rule, Valid, register
+from omnitts.validators.static.source import SourceFile
+
+_HDR = '''
+import torch
+from vllm_omni.model_executor.models.output_templates import OmniOutput
+
+
+class Code2Wav(torch.nn.Module):
+    def forward(self, input_ids, runtime_additional_information=None, **kwargs):
+        """Delta audio."""
+'''
+
+
+def _m(body: str) -> str:
+    return _HDR + "\n".join("        " + line for line in body.strip().splitlines()) + "\n"
+
+
+def _hooks(src: SourceFile):
+    for cls in src.index.classes.values():
+        for name in BATCH_HOOKS:
+            fn = cls.methods.get(name)
+            if fn is not None:
+                yield fn
+
+
+def _len_one_guarded(fn: ast.AST, node: ast.AST) -> bool:
+    """True when the function states a batch of one (`assert len(xs) == 1`, `if len(xs) != 1: raise`)."""
+    for n in own_nodes(fn):
+        test = n.test if isinstance(n, ast.Assert | ast.If) else None
+        if test is not None and isinstance(test, ast.Compare) and isinstance(test.left, ast.Call) and dotted(test.left.func) == "len":
+            if any(isinstance(c, ast.Constant) and c.value == 1 for c in test.comparators):
+                return True
+    return False
+
+
+def _loops(fn: ast.AST):
+    lists = per_request_lists(fn)
+    counts = request_counts(fn, lists)
+    return lists, [n for n in own_nodes(fn) if isinstance(n, ast.For) and loop_binds_request(n, lists, counts)]
+
+
+@register
+class NoFirstRequestOnly(Rule):
+    """A batched output hook (`forward`, `make_omni_output`) that reads the first entry of the
+    per-request list (`runtime_additional_information[0]`, `infos[0]`) instead of looping over it.
+
+    Why: the runner passes one dict per scheduled request in batch order; taking `[0]` applies the
+    first request's text, voice or stream state to every request of the batch. It passes every
+    single-request test and breaks at `max_num_seqs > 1` (I4's concurrency layer).
+
+    Fix: loop over the list and build one output entry per request; if the hook really supports a
+    batch of one, assert `len(infos) == 1` so that the limitation is explicit.
+    """
+
+    id = "OMNI-I4-001"
+    name = "no-first-request-only"
+    invariant = "I4"
+    severity = "error"
+    needles = ("runtime_additional_information", "model_intermediate_buffer")
+    VALID = [
+        Valid(_m('''outs = []
+for info in runtime_additional_information or []:
+    outs.append(self.decode(info["codes"]))
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})''')),
+        Valid(_m('''infos = runtime_additional_information or []
+assert len(infos) == 1, "batch of one"
+wav = self.decode(infos[0]["codes"])
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [wav]})''')),
+    ]
+    INVALID = [
+        Invalid(_m('''info = kwargs.get("runtime_additional_information", [{}])[0]
+wav = self.decode(info["codes"])
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [wav]})'''), line=9,
+                message="first entry"),
+    ]
+
+    def check(self, src: SourceFile):
+        for fn in _hooks(src):
+            lists = per_request_lists(fn.node)
+            for n in own_nodes(fn.node):
+                if not (isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and n.slice.value == 0):
+                    continue
+                base = n.value
+                is_list = (isinstance(base, ast.Name) and base.id in lists) or (
+                    isinstance(base, ast.Call) and dotted(base.func).endswith(".get") and base.args
+                    and isinstance(base.args[0], ast.Constant)
+                    and base.args[0].value in ("runtime_additional_information", "model_intermediate_buffer")
+                )
+                if is_list and isinstance(n.ctx, ast.Load) and not _len_one_guarded(fn.node, n):
+                    yield Rule.at(n, f"`{fn.qualname}` reads the first entry of the per-request list; every other "
+                                  "request in the batch gets request 0's data")
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _output_exprs(fn: ast.AST) -> list[ast.AST]:
+    """Expressions that make up what the hook emits: return values and OmniOutput(...) arguments."""
+    out = []
+    for n in own_nodes(fn):
+        if isinstance(n, ast.Return) and n.value is not None:
+            out.append(n.value)
+        elif isinstance(n, ast.Call) and dotted(n.func).split(".")[-1] == "OmniOutput":
+            out.append(n)
+    return out
+
+
+@register
+class NoLastWinsOutput(Rule):
+    """A batched output hook that assigns a value inside the per-request loop and emits it after
+    the loop for the whole batch (the last request wins).
+
+    Why: with two concurrent requests, both receive the last request's audio (crosstalk) or one of
+    them receives none; single-request tests cannot see it.
+
+    Fix: append inside the loop (`outputs.append(wav)`) and emit the list, one entry per request
+    in batch order.
+    """
+
+    id = "OMNI-I4-002"
+    name = "no-last-wins-output"
+    invariant = "I4"
+    severity = "error"
+    needles = ("runtime_additional_information", "model_intermediate_buffer")
+    VALID = [
+        Valid(_m('''outs = []
+for info in runtime_additional_information or []:
+    wav = self.decode(info["codes"])
+    outs.append(wav)
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})''')),
+    ]
+    INVALID = [
+        Invalid(_m('''wav = None
+for info in runtime_additional_information or []:
+    wav = self.decode(info["codes"])
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [wav]})'''), line=11,
+                message="last request wins"),
+    ]
+
+    def check(self, src: SourceFile):
+        for fn in _hooks(src):
+            _lists, loops = _loops(fn.node)
+            if not loops:
+                continue
+            emitted = set()
+            for e in _output_exprs(fn.node):
+                emitted |= _names_in(e)
+            for loop in loops:
+                loop_end = loop.end_lineno or loop.lineno
+                assigned: dict[str, ast.AST] = {}
+                for n in own_nodes(ast.Module(body=loop.body, type_ignores=[])):
+                    if isinstance(n, ast.Assign):
+                        for t in n.targets:
+                            if isinstance(t, ast.Name):
+                                assigned.setdefault(t.id, n)
+                loop_vars = _names_in(loop.target)
+                for name, node in assigned.items():
+                    if name not in emitted or name in loop_vars:
+                        continue
+                    # Reassigned after the loop (e.g. the batch result) -> not last-wins.
+                    later = [n for n in own_nodes(fn.node) if isinstance(n, ast.Assign | ast.AugAssign)
+                             and getattr(n, "lineno", 0) > loop_end
+                             and any(isinstance(t, ast.Name) and t.id == name
+                                     for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
+                    used_after = [e for e in _output_exprs(fn.node) if e.lineno > loop_end and name in _names_in(e)]
+                    if later or not used_after:
+                        continue
+                    yield Rule.at(used_after[0], f"`{name}` is assigned per request inside the loop at line "
+                                  f"{loop.lineno} and emitted once for the batch: the last request wins")
+
+
+@register
+class NoBreakAfterFirstRequest(Rule):
+    """An unconditional `break` in the per-request loop of a batched output hook: only the first
+    request of the batch is processed.
+
+    Why: the other requests get no output for this step (gaps or a hang under concurrency).
+
+    Fix: remove the `break`; use `continue` for requests with nothing to emit, and emit an empty
+    entry for them.
+    """
+
+    id = "OMNI-I4-003"
+    name = "no-break-after-first-request"
+    invariant = "I4"
+    severity = "error"
+    needles = ("break",)
+    VALID = [
+        Valid(_m('''outs = []
+for info in runtime_additional_information or []:
+    if info.get("_is_dummy"):
+        outs.append(torch.zeros(0))
+        continue
+    outs.append(self.decode(info["codes"]))
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})''')),
+    ]
+    INVALID = [
+        Invalid(_m('''outs = []
+for info in runtime_additional_information or []:
+    outs.append(self.decode(info["codes"]))
+    break
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})'''), line=12,
+                message="only the first request"),
+    ]
+
+    def check(self, src: SourceFile):
+        for fn in _hooks(src):
+            _lists, loops = _loops(fn.node)
+            for loop in loops:
+                for stmt in loop.body:  # unconditional: directly in the loop body
+                    if isinstance(stmt, ast.Break):
+                        yield Rule.at(stmt, f"unconditional `break` in the per-request loop of `{fn.qualname}`: "
+                                      "only the first request of the batch is processed")
+
+
+@register
+class NoBatchWideFlag(Rule):
+    """A batched output hook that folds per-request state into one model attribute: `self.flag =
+    all(flags)`/`any(...)`, or a scalar `self.x = ...` assigned inside the per-request loop.
+
+    Why: `compute_logits()` then finishes (or keeps alive) every request of the batch together:
+    requests finish at the slowest peer's pace or are cut off by a faster one.
+
+    Fix: keep one entry per request (`self._last_chunk_flags = flags`, a list in batch order) and
+    index it per row where it is read.
+    """
+
+    id = "OMNI-I4-004"
+    name = "no-batch-wide-flag"
+    invariant = "I4"
+    severity = "warning"
+    needles = ("self.",)
+    VALID = [
+        Valid(_m('''flags = []
+for info in runtime_additional_information or []:
+    flags.append(bool(info.get("is_last")))
+self._last_chunk_flags = flags
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [torch.zeros(0)] * len(flags)})''')),
+    ]
+    INVALID = [
+        Invalid(_m('''flags = []
+for info in runtime_additional_information or []:
+    flags.append(bool(info.get("is_last")))
+self._ar_emit_stop_token = all(flags)
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [torch.zeros(0)] * len(flags)})'''),
+                line=12, message="one flag for the whole batch"),
+    ]
+
+    def check(self, src: SourceFile):
+        for fn in _hooks(src):
+            lists, loops = _loops(fn.node)
+            if not lists:
+                continue
+            in_loop = {id(n) for loop in loops for n in own_nodes(ast.Module(body=loop.body, type_ignores=[]))}
+            for n in own_nodes(fn.node):
+                if not isinstance(n, ast.Assign) or len(n.targets) != 1:
+                    continue
+                attr = is_self_attr(n.targets[0])
+                if attr is None:
+                    continue
+                v = n.value
+                if isinstance(v, ast.Call) and dotted(v.func) in ("all", "any"):
+                    yield Rule.at(n, f"`self.{attr} = {dotted(v.func)}(...)` in `{fn.qualname}` keeps one flag for the "
+                                  "whole batch; keep one entry per request")
+                elif id(n) in in_loop and _is_flag(v):
+                    yield Rule.at(n, f"`self.{attr}` is set per request inside the loop of `{fn.qualname}`: one flag "
+                                  "for the whole batch, the last request wins")
+
+
+def _is_flag(v: ast.AST) -> bool:
+    if isinstance(v, ast.Constant) and isinstance(v.value, bool):
+        return True
+    if isinstance(v, ast.Compare | ast.BoolOp) or (isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Not)):
+        return True
+    return isinstance(v, ast.Call) and dotted(v.func) == "bool"
+
+
+__all__ = ["FUNC_TYPES"]

@@ -1,0 +1,695 @@
+"""I5 — per-request state is owned by the request: keyed by an id the target release really sets,
+never by a constant, freed when the finish hook reports the request, keyed and freed by the same
+id source, and never handed out as a view of a buffer the next step overwrites."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+from omnitts.validators.static.batch import per_request_loops
+from omnitts.validators.static.index import FUNC_TYPES, ClassInfo, FuncInfo, dotted, is_self_attr, iter_stmts
+from omnitts.validators.static.rule import Invalid, Rule, Valid, register
+from omnitts.validators.static.source import SourceFile
+from omnitts.validators.static.tensors import bind_args
+from omnitts.validators.static.treefacts import ID_KEYS
+
+SCHED, GLOBAL, CONST, OBJID = "sched", "global", "const", "objid"
+FINISH_HOOK = "on_requests_finished"
+_KEY_SOURCE = {"request_id": SCHED, "req_id": SCHED, "global_request_id": GLOBAL}
+_DICT_FACTORIES = {"dict", "OrderedDict", "defaultdict", "collections.OrderedDict", "collections.defaultdict", "WeakValueDictionary"}
+_REQ_NAME = re.compile(r"req|request", re.I)
+_LOG = re.compile(r"(^|\.)(logger|logging|log|_logger|LOGGER)\.")
+_COPY_METHODS = {"clone", "cpu", "numpy", "tolist", "copy", "detach_copy", "to"}
+_VIEW_METHODS = {"view", "narrow", "reshape", "squeeze", "unsqueeze", "transpose", "permute", "flatten", "expand",
+                 "detach", "contiguous", "select", "as_strided", "view_as", "t", "unflatten", "split", "chunk", "unbind"}
+_FACTORY = {"zeros", "empty", "ones", "full", "zeros_like", "empty_like", "ones_like", "full_like"}
+STATE_WORDS = re.compile(r"cache|buffer|state|gen|stream|pad|window|history|prev|context|queue|pending", re.I)
+
+
+def id_read(node: ast.AST) -> tuple[str, ast.AST | None] | None:
+    """(key, default) when node reads a request-id key: x.get("k"[, d]), x["k"], getattr(x, "k"[, d])."""
+    if isinstance(node, ast.Call):
+        name = dotted(node.func)
+        args = node.args
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "get" and args:
+            key, default = args[0], (args[1] if len(args) > 1 else None)
+        elif name == "getattr" and len(args) >= 2:
+            key, default = args[1], (args[2] if len(args) > 2 else None)
+        else:
+            return None
+        if isinstance(key, ast.Constant) and key.value in ID_KEYS:
+            return key.value, default
+        return None
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in ID_KEYS:
+        return node.slice.value, None
+    return None
+
+
+def _is_const(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is not None and not isinstance(node.value, bool)
+
+
+@dataclass
+class IdEval:
+    facts_keys: tuple[str, ...]
+
+    def key_source(self, key: str) -> str:
+        return _KEY_SOURCE.get(key, f"unset:{key}") if key in self.facts_keys else f"unset:{key}"
+
+    def sources(self, node: ast.AST, env: dict[str, set[str]]) -> set[str]:
+        """Where the value of an id expression comes from; the primary source first matters."""
+        r = id_read(node)
+        if r is not None:
+            key, default = r
+            out = {self.key_source(key)}
+            return out
+        if isinstance(node, ast.Name):
+            return set(env.get(node.id, ()))
+        if isinstance(node, ast.Constant):
+            return {CONST} if node.value is not None else set()
+        if isinstance(node, ast.BoolOp):
+            return self.sources(node.values[0], env)  # primary source
+        if isinstance(node, ast.IfExp):
+            return self.sources(node.body, env) | self.sources(node.orelse, env)
+        if isinstance(node, ast.Call):
+            name = dotted(node.func)
+            if name == "id":
+                return {OBJID}
+            if name in ("str", "int", "repr", "hash") and node.args:
+                return self.sources(node.args[0], env)
+            return set()
+        if isinstance(node, ast.Subscript):
+            return self.sources(node.value, env)  # global_request_id[0]
+        if isinstance(node, ast.JoinedStr):
+            out: set[str] = set()
+            for v in node.values:
+                if isinstance(v, ast.FormattedValue):
+                    out |= self.sources(v.value, env)
+            return out
+        if isinstance(node, ast.Attribute) and node.attr in _KEY_SOURCE:
+            return {_KEY_SOURCE[node.attr]} if node.attr in self.facts_keys or node.attr != "global_request_id" else set()
+        return set()
+
+
+@dataclass
+class DictOps:
+    inserts: list[tuple[FuncInfo, ast.AST, ast.AST, set[str]]] = field(default_factory=list)  # fn, node, key, sources
+    frees: list[tuple[FuncInfo, ast.AST]] = field(default_factory=list)
+    bounded: bool = False
+
+
+class ClassState:
+    """State analysis of one model class: id sources per function, per-request dicts and frees."""
+
+    def __init__(self, src: SourceFile, cls: ClassInfo) -> None:
+        self.src, self.cls = src, cls
+        self.idev = IdEval(src.facts.request_id_keys)
+        self.envs: dict[str, dict[str, set[str]]] = {}
+        self.params: dict[str, dict[str, set[str]]] = {}
+        methods = list(cls.methods.values())
+        hook = cls.methods.get(FINISH_HOOK)
+        if hook is not None:
+            args = [a.arg for a in hook.node.args.args[1:]]
+            if args:
+                self.params.setdefault(hook.qualname, {})[args[0]] = {SCHED}
+        for _ in range(2):  # call-site argument sources reach callees on the second pass
+            for fn in methods:
+                self.envs[fn.qualname] = self._env(fn)
+        self.dicts = self._dict_attrs()
+        self.ops: dict[str, DictOps] = {d: DictOps() for d in self.dicts}
+        for fn in methods:
+            self._collect_ops(fn)
+        self.finish = self._finish_closure()
+
+    # --- id sources -----------------------------------------------------------------------
+    def _env(self, fn: FuncInfo) -> dict[str, set[str]]:
+        env: dict[str, set[str]] = {k: set(v) for k, v in self.params.get(fn.qualname, {}).items()}
+        for stmt, _ctx in iter_stmts(fn.node.body):
+            if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+                srcs = self.idev.sources(stmt.value, env)
+                for t in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
+                    if isinstance(t, ast.Name) and srcs:
+                        env[t.id] = env.get(t.id, set()) | srcs
+            elif isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name):
+                srcs = self.idev.sources(stmt.iter, env)
+                if srcs:
+                    env[stmt.target.id] = srcs
+            if not isinstance(stmt, FUNC_TYPES):
+                for expr in _own_exprs(stmt):
+                    for n in ast.walk(expr):
+                        if isinstance(n, ast.Call):
+                            self._bind(fn, n, env)
+        return env
+
+    def _bind(self, fn: FuncInfo, call: ast.Call, env: dict[str, set[str]]) -> None:
+        target = self.src.index.resolve(fn, call)
+        if target is None or target.cls != self.cls.name:
+            return
+        slot = self.params.setdefault(target.qualname, {})
+        for name, arg in bind_args(self.src.index, target, call):
+            srcs = self.idev.sources(arg, env)
+            if srcs:
+                slot[name] = slot.get(name, set()) | srcs
+
+    # --- dict attributes and their operations ---------------------------------------------------
+    def _dict_attrs(self) -> set[str]:
+        out = set()
+        for attr, values in self.cls.attr_values.items():
+            for v in values:
+                if isinstance(v, ast.Dict) or (isinstance(v, ast.Call) and dotted(v.func) in _DICT_FACTORIES):
+                    out.add(attr)
+        return out
+
+    def _collect_ops(self, fn: FuncInfo) -> None:
+        env = self.envs.get(fn.qualname, {})
+        for stmt, _ctx in iter_stmts(fn.node.body):
+            if isinstance(stmt, ast.Assign):
+                for t in stmt.targets:
+                    if isinstance(t, ast.Subscript) and (d := is_self_attr(t.value)) in self.ops:
+                        self.ops[d].inserts.append((fn, stmt, t.slice, self._key_sources(t.slice, env)))
+                    elif (d := is_self_attr(t)) in self.ops and fn.name != "__init__" and isinstance(stmt.value, ast.Dict | ast.Call):
+                        self.ops[d].frees.append((fn, stmt))
+            elif isinstance(stmt, ast.Delete):
+                for t in stmt.targets:
+                    if isinstance(t, ast.Subscript) and (d := is_self_attr(t.value)) in self.ops:
+                        self.ops[d].frees.append((fn, stmt))
+            if isinstance(stmt, FUNC_TYPES):
+                continue
+            for n in ast.walk(stmt) if not isinstance(stmt, ast.If | ast.For | ast.While | ast.With | ast.Try) else \
+                    [x for e in _own_exprs(stmt) for x in ast.walk(e)]:
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+                    d = is_self_attr(n.func.value)
+                    if d not in self.ops:
+                        continue
+                    m = n.func.attr
+                    if m in ("pop", "clear"):
+                        self.ops[d].frees.append((fn, n))
+                    elif m == "popitem":
+                        self.ops[d].frees.append((fn, n))
+                        self.ops[d].bounded = True
+                    elif m == "setdefault" and n.args:
+                        self.ops[d].inserts.append((fn, n, n.args[0], self._key_sources(n.args[0], env)))
+                elif isinstance(n, ast.Call) and dotted(n.func) == "len" and n.args and is_self_attr(n.args[0]) in self.ops:
+                    self.ops[is_self_attr(n.args[0])].bounded = True
+
+    def _key_sources(self, key: ast.AST, env: dict[str, set[str]]) -> set[str]:
+        srcs = self.idev.sources(key, env)
+        if not srcs and any(_REQ_NAME.search(n.id) for n in ast.walk(key) if isinstance(n, ast.Name)):
+            srcs = {"named"}
+        if not srcs and any(_REQ_NAME.search(n.attr) for n in ast.walk(key) if isinstance(n, ast.Attribute)):
+            srcs = {"named"}
+        return srcs
+
+    def per_request(self, d: str) -> bool:
+        return any(s & {SCHED, GLOBAL, "named"} or any(x.startswith("unset:") for x in s) for _f, _n, _k, s in self.ops[d].inserts)
+
+    # --- the finish hook ----------------------------------------------------------------------
+    def _finish_closure(self) -> set[str]:
+        hook = self.src.index.method(self.cls.name, FINISH_HOOK)
+        if hook is None:
+            return set()
+        seeds = [hook]
+        written = set()
+        for n in ast.walk(hook.node):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("update", "add", "extend", "append", "__setitem__"):
+                if (a := is_self_attr(n.func.value)) is not None:
+                    written.add(a)
+            elif isinstance(n, ast.Assign):
+                for t in n.targets:
+                    a = is_self_attr(t.value if isinstance(t, ast.Subscript) else t)
+                    if a is not None:
+                        written.add(a)
+        # Deferred cleanup: methods that read what the hook recorded (voxcpm2's _deferred_cleanup_ids).
+        for fn in self.cls.methods.values():
+            if fn is hook:
+                continue
+            if any(is_self_attr(n) in written for n in ast.walk(fn.node) if isinstance(n, ast.Attribute)):
+                seeds.append(fn)
+        seen: set[str] = set()
+        work = list(seeds)
+        while work:
+            fn = work.pop()
+            if fn.qualname in seen:
+                continue
+            seen.add(fn.qualname)
+            work.extend(t for t, _l, _g in self.src.index.callees(fn))
+        return seen
+
+
+def _own_exprs(stmt: ast.stmt) -> list[ast.AST]:
+    from omnitts.validators.static.index import stmt_exprs
+
+    return stmt_exprs(stmt)
+
+
+def class_states(src: SourceFile) -> list[ClassState]:
+    cached = src.__dict__.get("_i5")
+    if cached is None:
+        cached = [ClassState(src, cls) for cls in src.index.classes.values() if cls.methods]
+        src.__dict__["_i5"] = cached
+    return cached
+
+
+def _in_logging(src: SourceFile, node: ast.AST) -> bool:
+    line = src.lines[node.lineno - 1] if node.lineno <= len(src.lines) else ""
+    return bool(_LOG.search(line)) or "print(" in line
+
+
+_HDR = '''
+import torch
+
+
+class Talker(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self._state = {}
+
+    def preprocess(self, input_ids, input_embeds, **info):
+'''
+
+_FINISH = '''
+    def on_requests_finished(self, finished_req_ids):
+        for rid in finished_req_ids:
+            self._state.pop(rid, None)
+'''
+
+
+def _m(body: str, finish: str = _FINISH) -> str:
+    return _HDR + "\n".join("        " + line for line in body.strip().splitlines()) + "\n" + finish
+
+
+def _all_id_reads(src: SourceFile):
+    for fn in src.index.functions.values():
+        for stmt, _ctx in iter_stmts(fn.node.body):
+            if isinstance(stmt, FUNC_TYPES):
+                continue
+            for n in ast.walk(stmt) if not isinstance(stmt, ast.If | ast.For | ast.While | ast.With | ast.Try) else \
+                    [x for e in _own_exprs(stmt) for x in ast.walk(e)]:
+                r = id_read(n)
+                if r is not None:
+                    yield fn, stmt, n, r
+
+
+def _primary_reads(stmt: ast.AST) -> set[int]:
+    """ids of id reads that are fallbacks (not primary) in `a or b` / `.get(k, fallback)` chains."""
+    fallbacks: set[int] = set()
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.BoolOp):
+            for v in n.values[1:]:
+                fallbacks |= {id(x) for x in ast.walk(v)}
+        r = id_read(n)
+        if r is not None and r[1] is not None:
+            fallbacks |= {id(x) for x in ast.walk(r[1])}
+    return fallbacks
+
+
+@register
+class RequestIdKeySet(Rule):
+    """Per-request state keyed by an id the target release never sets (`_omni_req_id` in every
+    release; `request_id` before 0.20; `req_id` outside the 0.30 Model Runner V2 path), or keyed by
+    `id(obj)` or a constant.
+
+    The set of keys is read from the target tree (its runners, orchestrator and stage-input
+    processors); without a tree, `request_id`, `req_id` and `global_request_id` count as set.
+    Fallbacks after a real key (`a or b`) are not reported; OMNI-I5-002 covers constant fallbacks.
+
+    Why: a key that is never set collapses every request onto one entry (or a fresh entry every
+    step for `id(info)`): crosstalk, replayed audio, or state that is never found again.
+
+    Fix: key by `request_id` (0.20+ runner, `preprocess` path; the same id `on_requests_finished`
+    receives), `req_id` on the 0.30 Model Runner V2 path, or `global_request_id[0]` for
+    orchestrator-level state that no finish hook frees.
+    """
+
+    id = "OMNI-I5-001"
+    name = "request-id-key-set"
+    invariant = "I5"
+    severity = "error"
+    needles = ("_id", "id(")
+    VALID = [Valid(_m('''key = str(info["request_id"])
+self._state[key] = input_ids
+return input_ids, input_embeds, {}'''))]
+    INVALID = [
+        Invalid(_m('''key = str(info.get("_omni_req_id"))
+self._state[key] = input_ids
+return input_ids, input_embeds, {}'''), line=10, message="never sets"),
+        Invalid(_m('''self._state[id(info)] = input_ids
+return input_ids, input_embeds, {}'''), line=10, message="`id(...)`"),
+    ]
+
+    def check(self, src: SourceFile):
+        keys = src.facts.request_id_keys
+        for fn, stmt, node, (key, _default) in _all_id_reads(src):
+            if key in keys or id(node) in _primary_reads(stmt) or _in_logging(src, node):
+                continue
+            where = f"release {src.facts.version}" if src.facts.version else "any released runner"
+            yield Rule.at(node, f"reads request-id key `{key}`, which {where} never sets "
+                          f"(set: {', '.join(keys)}); state keyed by it collapses across requests")
+        for cs in class_states(src):
+            for d, ops in cs.ops.items():
+                for fn, node, key, srcs in ops.inserts:
+                    if srcs and srcs <= {OBJID, CONST} and (OBJID in srcs or not isinstance(key, ast.Constant) or cs.per_request(d)):
+                        what = "`id(...)` of a per-step object" if OBJID in srcs else "a constant"
+                        yield Rule.at(node, f"`self.{d}` is keyed by {what} in `{fn.qualname}`, not by a request id")
+
+
+@register
+class NoConstantIdFallback(Rule):
+    """A request-id lookup that falls back to a constant: `info.get("request_id", "default")`,
+    `info.get("x") or "0"`, `str(info.get("_omni_req_id", "0"))`.
+
+    Why: when the key is missing (another runner path, a release that writes a different key, a
+    dummy run) every request shares the constant's entry: audio crosstalk that only shows under
+    load (I5). 0.30's Model Runner V2 writes `req_id`, not `request_id`.
+
+    Fix: look up the keys the target sets in order and fail loudly when none is present
+    (`raise KeyError`), or skip state for `_is_dummy` requests explicitly.
+    """
+
+    id = "OMNI-I5-002"
+    name = "no-constant-id-fallback"
+    invariant = "I5"
+    severity = "error"
+    needles = ("_id",)
+    VALID = [Valid(_m('''key = info.get("request_id")
+if key is None:
+    raise KeyError("request_id missing")
+self._state[key] = input_ids
+return input_ids, input_embeds, {}'''))]
+    INVALID = [
+        Invalid(_m('''key = info.get("request_id", "default")
+self._state[key] = input_ids
+return input_ids, input_embeds, {}'''), line=10, message="falls back to"),
+        Invalid(_m('''key = str(info.get("request_id") or "0")
+self._state[key] = input_ids
+return input_ids, input_embeds, {}'''), line=10, message="falls back to"),
+    ]
+
+    def check(self, src: SourceFile):
+        seen = set()
+        for fn, stmt, node, (key, default) in _all_id_reads(src):
+            if _in_logging(src, node):
+                continue
+            const = None
+            if _is_const(default):
+                const = default.value
+            elif default is not None and isinstance(default, ast.BoolOp) and _is_const(default.values[-1]):
+                const = default.values[-1].value
+            else:
+                for n in ast.walk(stmt):
+                    if isinstance(n, ast.BoolOp) and isinstance(n.op, ast.Or) and any(x is node for v in n.values[:-1] for x in ast.walk(v)):
+                        if _is_const(n.values[-1]):
+                            const = n.values[-1].value
+            if const is not None and (stmt.lineno, key) not in seen:
+                seen.add((stmt.lineno, key))
+                yield Rule.at(node, f"request-id lookup `{key}` falls back to the constant {const!r}: requests without the "
+                              "key share one state entry")
+
+
+@register
+class FreeOnFinish(Rule):
+    """Per-request state (a dict on the model keyed by a request id) that `on_requests_finished`
+    never frees: the class has no finish hook, or the hook (directly, through helpers, or through a
+    deferred-cleanup set it fills) never pops/deletes/clears that dict.
+
+    Popping on the last chunk inside `forward()` is not enough: aborted, cancelled and preempted
+    requests never reach their last chunk. Size-bounded caches (`popitem`, `len(self.d)` checks)
+    are not reported.
+
+    Why: the entry (generators, codec windows, KV state, temp files) leaks for every aborted
+    request, and a reused id would resume a stale stream.
+
+    Fix: implement `on_requests_finished(self, finished_req_ids)` and free every per-request entry
+    there, keyed by the ids it receives.
+    """
+
+    id = "OMNI-I5-003"
+    name = "free-on-finish"
+    invariant = "I5"
+    severity = "error"
+    needles = ("self._", "self.")
+    VALID = [Valid(_m('''self._state[info["request_id"]] = input_ids
+return input_ids, input_embeds, {}'''))]
+    INVALID = [
+        Invalid(_m('''self._state[info["request_id"]] = input_ids
+return input_ids, input_embeds, {}''', finish=""), line=10, message="never frees"),
+    ]
+
+    def check(self, src: SourceFile):
+        for cs in class_states(src):
+            has_hook = src.index.method(cs.cls.name, FINISH_HOOK) is not None
+            for d, ops in cs.ops.items():
+                if not ops.inserts or ops.bounded or not cs.per_request(d):
+                    continue
+                if any(f.qualname in cs.finish for f, _n in ops.frees):
+                    continue
+                fn, node, _k, _s = ops.inserts[0]
+                why = "the class has no `on_requests_finished`" if not has_hook else "`on_requests_finished` never frees it"
+                popped = " (it is only freed in-line, which aborted requests never reach)" if ops.frees else ""
+                yield Rule.at(node, f"per-request state `self.{d}` never frees on finish: {why}{popped}")
+
+
+@register
+class SameIdSourceForInsertAndFree(Rule):
+    """Per-request state inserted under one id source and freed under another: e.g. inserted under
+    `global_request_id` (the orchestrator's external id) but freed in `on_requests_finished`, which
+    receives the scheduler's ids (`request_id`/`req_id`).
+
+    Why: the free never matches, so every finished request leaks its entry (and its generator's
+    `finally` never runs); `str()` of the one-element `global_request_id` list does not even equal
+    the external id.
+
+    Fix: key the state by the id the finish hook receives (`request_id` from the runner, `req_id` on
+    MRv2), or free orchestrator-keyed state where that id is known.
+    """
+
+    id = "OMNI-I5-004"
+    name = "same-id-source-insert-free"
+    invariant = "I5"
+    severity = "error"
+    needles = ("global_request_id",)
+    VALID = [Valid(_m('''self._state[info["request_id"]] = input_ids
+return input_ids, input_embeds, {}'''))]
+    INVALID = [
+        Invalid(_m('''key = str(info.get("global_request_id"))
+self._state[key] = input_ids
+return input_ids, input_embeds, {}'''), line=11, message="global_request_id"),
+    ]
+
+    def check(self, src: SourceFile):
+        for cs in class_states(src):
+            for d, ops in cs.ops.items():
+                finish_frees = [f for f, _n in ops.frees if f.qualname in cs.finish]
+                if not finish_frees:
+                    continue
+                for fn, node, _key, srcs in ops.inserts:
+                    if srcs and GLOBAL in srcs and SCHED not in srcs:
+                        yield Rule.at(node, f"`self.{d}` is inserted under `global_request_id` in `{fn.qualname}` but freed "
+                                      f"in `{finish_frees[0].qualname}` with the scheduler ids `on_requests_finished` "
+                                      "receives: the free never matches")
+                        break
+
+
+# --- persistent buffers -------------------------------------------------------------------------
+def _buffers(cls: ClassInfo) -> set[str]:
+    out = set()
+    for attr, values in cls.attr_values.items():
+        for v in values:
+            if isinstance(v, ast.Call):
+                name = dotted(v.func)
+                if name == "self.register_buffer" or (name.startswith("torch.") and name.split(".")[-1] in _FACTORY):
+                    out.add(attr)
+    return out
+
+
+def _view_of(node: ast.AST, buffers: set[str], views: set[str]) -> str | None:
+    """The buffer a value aliases, if it is the buffer or a view of it."""
+    while True:
+        if (a := is_self_attr(node)) is not None:
+            return a if a in buffers else None
+        if isinstance(node, ast.Name):
+            return node.id if node.id in views else None
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Attribute) and node.attr in ("T", "mT", "data"):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEW_METHODS:
+            node = node.func.value
+        else:
+            return None
+
+
+@register
+class NoBufferViewOutput(Rule):
+    """A view of a persistent buffer (a tensor allocated once on the model: `register_buffer`,
+    `self.buf = torch.zeros(...)`) emitted as a per-request output or stored as per-request state
+    without `.clone()`: `outputs.append(self.out_buf[:n])`, `{"model_outputs": self.wav_buf}`.
+
+    Why: the output processor keeps each step's tensors until the request finishes; the next step
+    (or another request in the batch, or the next CUDA-graph replay) overwrites the buffer, so
+    earlier chunks silently change: corrupted or repeated audio under load.
+
+    Fix: emit `self.out_buf[:n].clone()` (one copy per step), or allocate a fresh tensor per output.
+    """
+
+    id = "OMNI-I5-005"
+    name = "no-buffer-view-output"
+    invariant = "I5"
+    severity = "error"
+    needles = ("self.",)
+    _B = '''
+import torch
+from vllm_omni.model_executor.models.output_templates import OmniOutput
+
+
+class Code2Wav(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("wav_buf", torch.zeros(4, 48000), persistent=False)
+
+    def forward(self, input_ids, runtime_additional_information=None, **kwargs):
+        """Delta audio."""
+        outs = []
+        for i, info in enumerate(runtime_additional_information or []):
+            n = self._decode_into(i, info)
+{line}
+        return OmniOutput(text_hidden_states=None, multimodal_outputs={{"model_outputs": outs}})
+'''
+    VALID = [Valid(_B.format(line="            outs.append(self.wav_buf[i, :n].clone())"))]
+    INVALID = [Invalid(_B.format(line="            outs.append(self.wav_buf[i, :n])"), line=15, message="view of persistent buffer")]
+
+    def check(self, src: SourceFile):
+        for cname, cls in src.index.classes.items():
+            buffers = _buffers(cls)
+            if not buffers:
+                continue
+            for fn in cls.methods.values():
+                if fn.qualname not in src.index.per_step:
+                    continue
+                yield from self._check_fn(fn, buffers)
+
+    def _check_fn(self, fn: FuncInfo, buffers: set[str]):
+        views: set[str] = set()
+        stmts = [s for s, _c in iter_stmts(fn.node.body)]
+        for s in stmts:
+            if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+                if _view_of(s.value, buffers, views):
+                    views.add(s.targets[0].id)
+        emitted: set[str] = set()
+        sinks: list[ast.AST] = []
+        for s in stmts:
+            for n in ast.walk(s) if isinstance(s, ast.Return | ast.Expr | ast.Assign) else []:
+                if isinstance(n, ast.Call) and dotted(n.func).split(".")[-1] == "OmniOutput":
+                    for kw in n.keywords:
+                        if kw.arg == "multimodal_outputs":
+                            emitted |= {x.id for x in ast.walk(kw.value) if isinstance(x, ast.Name)}
+                            sinks += _dict_values(kw.value)
+                elif isinstance(n, ast.Dict):
+                    for k, v in zip(n.keys, n.values):
+                        if isinstance(k, ast.Constant) and k.value in ("model_outputs", "audio"):
+                            emitted |= {x.id for x in ast.walk(v) if isinstance(x, ast.Name)}
+                            sinks += _elements(v)
+        for s in stmts:
+            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute):
+                call = s.value
+                owner = call.func.value
+                if call.func.attr in ("append", "insert", "extend") and isinstance(owner, ast.Name) and owner.id in emitted:
+                    sinks += call.args[-1:]
+            if isinstance(s, ast.Assign):
+                for t in s.targets:
+                    if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in emitted:
+                        sinks.append(s.value)
+        seen = set()
+        for sink in sinks:
+            buf = _view_of(sink, buffers, views)
+            if buf is not None and id(sink) not in seen:
+                seen.add(id(sink))
+                yield Rule.at(sink, f"emits a view of persistent buffer `self.{buf}` in `{fn.qualname}`: the next step "
+                              "overwrites it; emit `.clone()`")
+
+
+def _dict_values(node: ast.AST) -> list[ast.AST]:
+    if isinstance(node, ast.Dict):
+        return [e for v in node.values for e in _elements(v)]
+    return []
+
+
+def _elements(node: ast.AST) -> list[ast.AST]:
+    if isinstance(node, ast.List | ast.Tuple):
+        return list(node.elts)
+    return [node]
+
+
+@register
+class NoScalarRequestState(Rule):
+    """Per-request state kept in a single model attribute: a streaming generator stored as
+    `self._gen = self._make_stream(info)`, or `self.x = <value read from a request's dict>` inside
+    the per-request loop of a per-step function.
+
+    Why: with two concurrent requests the attribute holds whichever request ran last: the other
+    request resumes someone else's stream or codec window (crosstalk, I5).
+
+    Fix: keep it in a dict keyed by the request id (`self._streams[request_key] = ...`) and free
+    it in `on_requests_finished`.
+    """
+
+    id = "OMNI-I5-006"
+    name = "no-scalar-request-state"
+    invariant = "I5"
+    severity = "error"
+    needles = ("self.",)
+    _G = '''
+import torch
+
+
+class Model(torch.nn.Module):
+    def _stream(self, info):
+        yield torch.zeros(4), True
+
+    def forward(self, input_ids, runtime_additional_information=None, **kwargs):
+        """Delta audio."""
+        for info in runtime_additional_information or []:
+{line}
+        return input_ids
+'''
+    VALID = [Valid(_G.format(line="            self._streams[info['request_id']] = self._stream(info)"))]
+    INVALID = [
+        Invalid(_G.format(line="            self._gen = self._stream(info)"), line=11, message="generator"),
+        Invalid(_G.format(line="            self._codec_window = info.get('codes')"), line=11, message="last request"),
+    ]
+
+    def check(self, src: SourceFile):
+        index = src.index
+        for cls in index.classes.values():
+            for fn in cls.methods.values():
+                if fn.qualname not in index.per_step:
+                    continue
+                loops = per_request_loops(fn.node)
+                loop_vars = {id(loop): {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)} for loop in loops}
+                for stmt, _ctx in iter_stmts(fn.node.body):
+                    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+                        continue
+                    attr = is_self_attr(stmt.targets[0])
+                    if attr is None:
+                        continue
+                    v = stmt.value
+                    if isinstance(v, ast.Call):
+                        target = index.resolve(fn, v)
+                        if target is not None and target.is_generator:
+                            yield Rule.at(stmt, f"`self.{attr}` holds a streaming generator for one request; concurrent "
+                                          "requests overwrite it (key it by request id)")
+                            continue
+                    for loop in loops:
+                        if not (loop.lineno <= stmt.lineno <= (loop.end_lineno or loop.lineno)):
+                            continue
+                        names = {n.id for n in ast.walk(v) if isinstance(n, ast.Name)}
+                        if names & loop_vars[id(loop)] and STATE_WORDS.search(attr) and not _is_flagish(v):
+                            yield Rule.at(stmt, f"`self.{attr}` is set from each request's data inside the per-request "
+                                          f"loop of `{fn.qualname}`: the last request wins for the whole batch")
+                            break
+
+
+def _is_flagish(v: ast.AST) -> bool:
+    return isinstance(v, ast.Compare | ast.BoolOp) or (isinstance(v, ast.Call) and dotted(v.func) == "bool")
