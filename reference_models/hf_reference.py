@@ -74,7 +74,81 @@ class TwoStageReference:
         return ReferenceOutput(text, waveform.cpu(), config.sample_rate, len(frames), codes=codes.cpu())
 
 
-REFERENCES: dict[str, type] = {"ref_two_stage": TwoStageReference}
+class SingleStageReference:
+    """``ref_single_stage``: LM frame loop (parallel codebook heads) until the codec stop, then one codec decode."""
+
+    model = "ref_single_stage"
+
+    def __init__(self, config: Any | None = None, device: str | torch.device = "cpu") -> None:
+        modeling = _module(self.model, "modeling_ref_single_stage")
+        config_mod = _module(self.model, "configuration_ref_single_stage")
+        self.config = config if config is not None else config_mod.RefSingleStageConfig()
+        self.device = torch.device(device)
+        self._kv_cache = modeling.KVCache
+        self.net = modeling.RefSingleStageForGeneration(config=self.config).to(self.device).eval()
+
+    @torch.no_grad()
+    def generate(self, text: str) -> ReferenceOutput:
+        config, net, device = self.config, self.net, self.device
+        prompt = torch.tensor(config.encode_text(text), dtype=torch.long, device=device)
+        caches = [self._kv_cache() for _ in range(config.num_hidden_layers)]
+        hidden = net.lm(net.lm.embed_tokens(prompt), torch.arange(len(prompt), device=device), caches)[-1]
+        target = config.frames_per_text_token * len(prompt)
+        frames: list[torch.Tensor] = []
+        while True:
+            codes, stop = net.predict_frame(hidden, len(frames), target)
+            if bool(stop):
+                break
+            frames.append(codes)
+            position = torch.tensor([len(prompt) + len(frames) - 1], device=device)
+            hidden = net.lm(net.frame_embedding(codes)[None, :], position, caches)[-1]
+        codes = torch.stack(frames) if frames else torch.zeros(0, config.num_code_groups, dtype=torch.long)
+        waveform = net.codec(codes.T[None].to(device))[0].float() if frames else torch.zeros(0)
+        return ReferenceOutput(text, waveform.cpu(), config.sample_rate, len(frames), codes=codes.cpu())
+
+
+class NativeArReference:
+    """``ref_native_ar``: base LM step, stop head, flow head (Euler) -> latent patch -> next input; one VAE decode."""
+
+    model = "ref_native_ar"
+
+    def __init__(self, config: Any | None = None, device: str | torch.device = "cpu") -> None:
+        modeling = _module(self.model, "modeling_ref_native_ar")
+        config_mod = _module(self.model, "configuration_ref_native_ar")
+        self.config = config if config is not None else config_mod.RefNativeArConfig()
+        self.device = torch.device(device)
+        self._kv_cache = modeling.KVCache
+        self.net = modeling.RefNativeArForConditionalGeneration(config=self.config).to(self.device).eval()
+
+    @torch.no_grad()
+    def generate(self, text: str) -> ReferenceOutput:
+        config, net, device = self.config, self.net, self.device
+        prompt = torch.tensor(config.encode_text(text), dtype=torch.long, device=device)
+        caches = [self._kv_cache() for _ in range(config.num_hidden_layers)]
+        hidden = net.model(net.model.embed_tokens(prompt), torch.arange(len(prompt), device=device), caches)[-1:]
+        target = torch.tensor([config.frames_per_text_token * len(prompt)], device=device)
+        patches: list[torch.Tensor] = []
+        while True:
+            if bool(net.stop_flags(hidden, torch.tensor([len(patches)], device=device), target)[0]):
+                break
+            patch = net.flow_head.solve(hidden)
+            patches.append(patch[0])
+            position = torch.tensor([len(prompt) + len(patches) - 1], device=device)
+            hidden = net.model(net.feat_encoder(patch), position, caches)[-1:]
+        if patches:
+            latents = torch.cat(patches).float()
+            waveform = net.audio_vae(latents[None])[0].float()
+        else:
+            latents = torch.zeros(0, config.latent_dim)
+            waveform = torch.zeros(0)
+        return ReferenceOutput(text, waveform.cpu(), config.sample_rate, len(patches), latents=latents.cpu())
+
+
+REFERENCES: dict[str, type] = {
+    "ref_two_stage": TwoStageReference,
+    "ref_single_stage": SingleStageReference,
+    "ref_native_ar": NativeArReference,
+}
 
 
 def make_reference(model: str, config: Any | None = None, device: str | torch.device = "cpu") -> Any:

@@ -105,33 +105,34 @@ def plan_new(profile: LayoutProfile, names: ModelNames, *, parallel: bool = True
     plan = Plan(root)
     ctx = template_context(names, request_id_keys=profile.request_id_keys)
     _refuse_taken_names(profile, names)
-    shared = render_shared(ctx)
 
-    files = {f"vllm_omni/model_executor/{rel}": text for rel, text in render_pattern(names.pattern, ctx).items()}
-    files.update(shared)
-    files = format_python(files, root)
-    for rel, text in sorted(files.items()):
-        path = root / rel
-        if path.exists():
-            current = path.read_text(encoding="utf-8")
-            if current != text:
-                raise ScaffoldError(f"{rel} already exists and differs from what would be generated; the name is taken")
-            plan.add(FileOp(rel, text, old=current, reason="generated (unchanged)"))
-        else:
-            plan.add(FileOp(rel, text, reason="generated"))
-
+    # Codemods (libcst parsing dominates, serving_speech.py alone is ~3k lines) start first in two
+    # worker processes; rendering and formatting the templates overlaps with them in this process.
     by_file: dict[str, list[Patch]] = {}
     for patch in shared_file_patches(profile, names):
         by_file.setdefault(patch.rel, []).append(patch)
-    jobs = [(patches, read_for_patch(root, rel)) for rel, patches in by_file.items()]
-    if parallel:
-        # libcst parsing dominates and serving_speech.py alone is ~3k lines: spread files over 2 cores.
-        with ProcessPoolExecutor(max_workers=2) as pool:
-            results = list(pool.map(_run_file_patches, jobs))
-    else:
-        results = [_run_file_patches(job) for job in jobs]
-    for rel, (_, old), new in zip(by_file, jobs, results, strict=True):
-        plan.add(FileOp(rel, new, old=old, reason="patched"))
+    jobs = sorted(((patches, read_for_patch(root, rel)) for rel, patches in by_file.items()), key=lambda j: -len(j[1]))
+    pool = ProcessPoolExecutor(max_workers=2) if parallel else None
+    try:
+        pending = [pool.submit(_run_file_patches, job) for job in jobs] if pool else None
+        files = {f"vllm_omni/model_executor/{rel}": text for rel, text in render_pattern(names.pattern, ctx).items()}
+        files.update(render_shared(ctx))
+        files = format_python(files, root)
+        for rel, text in sorted(files.items()):
+            path = root / rel
+            if path.exists():
+                current = path.read_text(encoding="utf-8")
+                if current != text:
+                    raise ScaffoldError(f"{rel} already exists and differs from what would be generated; the name is taken")
+                plan.add(FileOp(rel, text, old=current, reason="generated (unchanged)"))
+            else:
+                plan.add(FileOp(rel, text, reason="generated"))
+        results = [f.result() for f in pending] if pending else [_run_file_patches(job) for job in jobs]
+    finally:
+        if pool:
+            pool.shutdown(cancel_futures=True)
+    for (patches, old), new in zip(jobs, results, strict=True):
+        plan.add(FileOp(patches[0].rel, new, old=old, reason="patched"))
 
     for rel, row, section in _hub_edits(names, ctx):
         path = root / rel

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from libcst.codemod.visitors import AddImportsVisitor
 
 from omnitts.scaffold.errors import ScaffoldError
 
@@ -16,8 +17,17 @@ def run_codemod(command_cls: type[VisitorBasedCodemodCommand], source: str, rel:
         raise ScaffoldError(f"{rel} does not parse ({exc.message} at line {exc.raw_line}); nothing written") from exc
     if getattr(command_cls, "NEEDS_SOURCE", False):
         kwargs["source"] = source
-    command = command_cls(CodemodContext(filename=rel), **kwargs)
-    new_module = command.transform_module(module)
+    context = CodemodContext(filename=rel)
+    command = command_cls(context, **kwargs)
+    # `Codemod.transform_module` first deep-copies the tree into a MetadataWrapper (0.3-0.6 s on
+    # serving_speech.py). Our commands declare no metadata and the tree was parsed here, so run the
+    # visitor directly, then the import pass that `CodemodCommand` would run (see docs/decisions.md).
+    if command.METADATA_DEPENDENCIES:
+        new_module = command.transform_module(module)
+    else:
+        new_module = command.transform_module_impl(module)
+        if AddImportsVisitor.CONTEXT_KEY in context.scratch:
+            new_module = AddImportsVisitor(context).transform_module(new_module)
     anchor_found = getattr(command, "anchor_found", True)
     if not anchor_found:
         raise ScaffoldError(f"{rel}: anchor {command.ANCHOR} not found; this tree's layout is not the one detected")

@@ -41,17 +41,53 @@ def vllm_venv() -> Path:
             _run([str(python), "-m", "pip", "install", "--quiet", f"vllm=={VLLM_VERSION}", "soundfile", "pytest", "pytest-timeout"], log)
             # omnitts itself, without re-resolving torch & co. (vllm pinned its own torch)
             _run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(REPO)], log)
-            _run([str(python), "-m", "pip", "install", "--quiet", "jinja2", "cookiecutter", "libcst", "pyyaml"], log)
+            _run([str(python), "-m", "pip", "install", "--quiet", "jinja2", "cookiecutter", "libcst", "pyyaml", "ruff"], log)
             ready.write_text("ok\n")
     return python
 
 
-def install_tree(python: Path, tree: Path) -> None:
-    """pip install -e the scaffolded vLLM-Omni tree into the venv (one tree at a time)."""
-    log = python.parent.parent.parent / "install-tree.log"
-    with open(python.parent.parent / ".tree.lock", "w") as lock:
+def scaffolded_tree(python: Path, patterns: dict[str, str]) -> Path:
+    """A 0.20.0 working copy with one model per pattern scaffolded, installed editable into the venv.
+
+    Built once per cache (file-locked for pytest-xdist workers); a digest of the scaffold's sources and
+    templates invalidates it when they change.
+    """
+    import hashlib
+
+    from omnitts.scaffold.cli import main as scaffold
+    from omnitts.scaffold.releases import working_copy
+
+    digest = hashlib.sha256()
+    for folder in ("scaffold", "templates"):
+        for path in sorted((REPO / folder).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(path.read_bytes())
+    base = cache_dir() / "real_vllm"
+    base.mkdir(parents=True, exist_ok=True)
+    tree = base / f"tree-{digest.hexdigest()[:12]}"
+    with open(base / ".tree.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        _run([str(python), "-m", "pip", "install", "--quiet", "-e", str(tree)], log)
+        if not (tree / ".omnitts-installed").exists():
+            import shutil
+
+            shutil.rmtree(tree, ignore_errors=True)
+            working_copy(VLLM_VERSION, tree)
+            for name, pattern in patterns.items():
+                if scaffold(["new", name, "--pattern", pattern, "--target", str(tree)]) != 0:
+                    raise RuntimeError(f"scaffold of {name} ({pattern}) failed")
+            env_version = {"SETUPTOOLS_SCM_PRETEND_VERSION": VLLM_VERSION}
+            log = base / "install-tree.log"
+            with log.open("a") as fh:
+                proc = subprocess.run(
+                    [str(python), "-m", "pip", "install", "--quiet", "-e", str(tree)],
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                    env={**os.environ, **env_version},
+                )
+            if proc.returncode != 0:
+                raise RuntimeError(f"pip install -e {tree} failed; see {log}")
+            (tree / ".omnitts-installed").write_text("ok\n")
+    return tree
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ def per_request_lists(fn: ast.AST) -> set[str]:
 def loop_binds_request(loop: ast.For, lists: set[str], counts: set[str]) -> bool:
     """A `for` over the per-request list (directly, enumerate/zip of it, or range(len(it)))."""
     it = loop.iter
-    if isinstance(it, ast.Name) and it.id in lists:
+    if isinstance(it, ast.Name | ast.BoolOp | ast.IfExp | ast.Subscript) and _is_per_request_source(it, lists):
         return True
     if isinstance(it, ast.Call):
         name = dotted(it.func)

@@ -12,7 +12,7 @@ from omnitts.validators.static.treefacts import TreeFacts
 
 # Path components that make a file a consumer of engine outputs (tests, examples, benchmarks).
 _CONSUMER_DIRS = {"tests", "test", "examples", "example", "benchmarks", "benchmark", "apps", "demo", "demos"}
-_MODEL_HINT = re.compile(r"^\s*def (forward|make_omni_output|on_requests_finished)\(", re.M)
+_MODEL_HINT = re.compile(r"^\s*def (forward|make_omni_output|on_requests_finished|preprocess|postprocess|compute_logits)\(", re.M)
 
 
 def classify(rel: str, text: str) -> str:

@@ -150,7 +150,7 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
         Invalid(_m('''wav = None
 for info in runtime_additional_information or []:
     wav = self.decode(info["codes"])
-return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [wav]})'''), line=11,
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [wav]})'''), line=12,
                 message="last request wins"),
     ]
 

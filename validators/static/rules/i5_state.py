@@ -334,9 +334,9 @@ return input_ids, input_embeds, {}'''))]
     INVALID = [
         Invalid(_m('''key = str(info.get("_omni_req_id"))
 self._state[key] = input_ids
-return input_ids, input_embeds, {}'''), line=10, message="never sets"),
+return input_ids, input_embeds, {}'''), line=11, message="never sets"),
         Invalid(_m('''self._state[id(info)] = input_ids
-return input_ids, input_embeds, {}'''), line=10, message="`id(...)`"),
+return input_ids, input_embeds, {}'''), line=11, message="`id(...)`"),
     ]
 
     def check(self, src: SourceFile):
@@ -381,10 +381,10 @@ return input_ids, input_embeds, {}'''))]
     INVALID = [
         Invalid(_m('''key = info.get("request_id", "default")
 self._state[key] = input_ids
-return input_ids, input_embeds, {}'''), line=10, message="falls back to"),
+return input_ids, input_embeds, {}'''), line=11, message="falls back to"),
         Invalid(_m('''key = str(info.get("request_id") or "0")
 self._state[key] = input_ids
-return input_ids, input_embeds, {}'''), line=10, message="falls back to"),
+return input_ids, input_embeds, {}'''), line=11, message="falls back to"),
     ]
 
     def check(self, src: SourceFile):
@@ -434,7 +434,7 @@ class FreeOnFinish(Rule):
 return input_ids, input_embeds, {}'''))]
     INVALID = [
         Invalid(_m('''self._state[info["request_id"]] = input_ids
-return input_ids, input_embeds, {}''', finish=""), line=10, message="never frees"),
+return input_ids, input_embeds, {}''', finish=""), line=11, message="never frees"),
     ]
 
     def check(self, src: SourceFile):
@@ -475,7 +475,7 @@ return input_ids, input_embeds, {}'''))]
     INVALID = [
         Invalid(_m('''key = str(info.get("global_request_id"))
 self._state[key] = input_ids
-return input_ids, input_embeds, {}'''), line=11, message="global_request_id"),
+return input_ids, input_embeds, {}'''), line=12, message="global_request_id"),
     ]
 
     def check(self, src: SourceFile):
@@ -558,7 +558,7 @@ class Code2Wav(torch.nn.Module):
         return OmniOutput(text_hidden_states=None, multimodal_outputs={{"model_outputs": outs}})
 '''
     VALID = [Valid(_B.format(line="            outs.append(self.wav_buf[i, :n].clone())"))]
-    INVALID = [Invalid(_B.format(line="            outs.append(self.wav_buf[i, :n])"), line=15, message="view of persistent buffer")]
+    INVALID = [Invalid(_B.format(line="            outs.append(self.wav_buf[i, :n])"), line=16, message="view of persistent buffer")]
 
     def check(self, src: SourceFile):
         for cname, cls in src.index.classes.items():
@@ -656,8 +656,8 @@ class Model(torch.nn.Module):
 '''
     VALID = [Valid(_G.format(line="            self._streams[info['request_id']] = self._stream(info)"))]
     INVALID = [
-        Invalid(_G.format(line="            self._gen = self._stream(info)"), line=11, message="generator"),
-        Invalid(_G.format(line="            self._codec_window = info.get('codes')"), line=11, message="last request"),
+        Invalid(_G.format(line="            self._gen = self._stream(info)"), line=12, message="generator"),
+        Invalid(_G.format(line="            self._codec_window = info.get('codes')"), line=12, message="last request"),
     ]
 
     def check(self, src: SourceFile):

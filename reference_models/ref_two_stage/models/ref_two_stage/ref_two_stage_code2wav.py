@@ -18,7 +18,10 @@ from torch import nn
 
 from omnitts.reference_models.contract import OmniOutput
 
-from .configuration_ref_two_stage import RefTwoStageConfig, init_weights_from_seed
+from .configuration_ref_two_stage import (
+    RefTwoStageConfig,
+    init_weights_from_seed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +68,11 @@ class RefTwoStageCode2Wav(nn.Module):
     enable_update_additional_information = True
 
     def __init__(
-        self, *, vllm_config: Any = None, prefix: str = "", config: RefTwoStageConfig | None = None
+        self,
+        *,
+        vllm_config: Any = None,
+        prefix: str = "",
+        config: RefTwoStageConfig | None = None,
     ) -> None:
         super().__init__()
         self.config = config if config is not None else vllm_config.model_config.hf_config

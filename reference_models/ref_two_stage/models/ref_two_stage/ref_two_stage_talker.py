@@ -23,7 +23,10 @@ from torch import nn
 
 from omnitts.reference_models.contract import OmniOutput
 
-from .configuration_ref_two_stage import RefTwoStageConfig, init_weights_from_seed
+from .configuration_ref_two_stage import (
+    RefTwoStageConfig,
+    init_weights_from_seed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +139,9 @@ class RefTwoStageTalkerModel(nn.Module):
         super().__init__()
         self.config = config
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList(RefTwoStageDecoderLayer(config) for _ in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(
+            [RefTwoStageDecoderLayer(config) for _ in range(config.num_hidden_layers)],
+        )
         self.norm = RefTwoStageRMSNorm(config.hidden_size, config.rms_norm_eps)
 
     def forward(self, embeds: torch.Tensor, positions: torch.Tensor, caches: list[KVCache]) -> torch.Tensor:
@@ -294,9 +299,7 @@ class RefTwoStageCodePredictor(nn.Module):
         return loop.codes.clone(), loop.stop.clone()
 
     def _run_static(self, loop: StaticLoop, embed_weight: torch.Tensor) -> None:
-        self.run(
-            loop.hidden, loop.frame_idx, loop.target, embed_weight, loop.key, loop.value, loop.codes, loop.stop
-        )
+        self.run(loop.hidden, loop.frame_idx, loop.target, embed_weight, loop.key, loop.value, loop.codes, loop.stop)
 
     def _graph_enabled(self, device: torch.device) -> bool:
         return (
@@ -322,7 +325,7 @@ class RefTwoStageCodePredictor(nn.Module):
             return graph
         except Exception as exc:  # the eager static path stays correct, only slower
             self._graph_failed = True
-            logger.warning("code predictor CUDA graph capture failed (%s: %s); running eagerly", type(exc).__name__, exc)
+            logger.warning("code predictor graph capture failed (%s: %s); running eagerly", type(exc).__name__, exc)
             return None
 
 
@@ -344,7 +347,11 @@ class RefTwoStageTalkerForConditionalGeneration(nn.Module):
     has_postprocess = False
 
     def __init__(
-        self, *, vllm_config: Any = None, prefix: str = "", config: RefTwoStageConfig | None = None
+        self,
+        *,
+        vllm_config: Any = None,
+        prefix: str = "",
+        config: RefTwoStageConfig | None = None,
     ) -> None:
         super().__init__()
         self.config = config if config is not None else vllm_config.model_config.hf_config

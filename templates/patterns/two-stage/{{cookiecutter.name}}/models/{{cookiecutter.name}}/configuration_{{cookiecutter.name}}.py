@@ -3,11 +3,10 @@
 
 Token layout of the talker vocabulary:
 
-- ``[0, text_vocab_size)``: text tokens; ids below ``num_special_tokens`` are special
-  (``pad_token_id``, ``bos_token_id``, ``audio_start_token_id``).
+- ``[0, text_vocab_size)``: text tokens; ids below ``num_special_tokens`` are special: ``eos_token_id`` (the
+  codec stop token, listed in the pipeline's ``stop_token_ids``: the AR runner finishes a request when
+  ``compute_logits`` makes it the argmax), ``pad_token_id`` and ``audio_start_token_id``.
 - ``audio_token_offset + k * codebook_size + c``: code ``c`` of codebook ``k`` (offset token mapping).
-- ``stop_token_id`` (the last id): the codec stop token; it is also ``eos_token_id``, so the AR runner finishes a
-  request when ``compute_logits`` makes it the argmax.
 
 The defaults describe a tiny model whose weights are drawn from ``seed`` at construction, so the integration runs
 as generated; a real model sets these fields from its ``config.json``.
@@ -44,12 +43,13 @@ class {{ cookiecutter.camel }}Config(PretrainedConfig):
         codec_dim: int = 32,
         upsample_rates: tuple[int, ...] | list[int] = (4, 8, 10),
         upsample_channels: tuple[int, ...] | list[int] = (16, 8, 4),
-        sample_rate: int = 16000,
+        sample_rate: int = {{ cookiecutter.sample_rate }},
         codec_chunk_frames: int = 8,
         codec_left_context_frames: int = 8,
         cuda_graph_batch_sizes: tuple[int, ...] | list[int] = (1, 2, 4),
         use_cuda_graph: bool = True,
         seed: int = 0,
+        eos_token_id: int = {{ cookiecutter.eos_token_id }},
         **kwargs,
     ) -> None:
         self.text_vocab_size = text_vocab_size
@@ -76,14 +76,15 @@ class {{ cookiecutter.camel }}Config(PretrainedConfig):
         self.cuda_graph_batch_sizes = list(cuda_graph_batch_sizes)
         self.use_cuda_graph = use_cuda_graph
         self.seed = seed
-        self.pad_token_id = 0
-        self.bos_token_id = 1
-        self.audio_start_token_id = 2
+        free_ids = [i for i in range(num_special_tokens) if i != eos_token_id]
+        pad_token_id, self.audio_start_token_id = free_ids[:2]
+        self.stop_token_id = eos_token_id
         self.audio_token_offset = text_vocab_size
-        self.stop_token_id = text_vocab_size + num_code_groups * codebook_size
-        self.vocab_size = self.stop_token_id + 1
-        kwargs["eos_token_id"] = self.stop_token_id
+        self.vocab_size = text_vocab_size + num_code_groups * codebook_size
+        kwargs.pop("pad_token_id", None)
         super().__init__(**kwargs)
+        self.eos_token_id = eos_token_id
+        self.pad_token_id = pad_token_id
 
     @property
     def hop_length(self) -> int:
@@ -106,7 +107,7 @@ def init_weights_from_seed(module: nn.Module, seed: int, head_gain: float = 4.0,
     """
     generator = torch.Generator().manual_seed(seed)
     for module_name, submodule in module.named_modules():
-        for name, param in submodule.named_parameters(recurse=False):
+        for _, param in submodule.named_parameters(recurse=False):
             if param.dim() == 1:
                 values = torch.ones(param.shape) if "norm" in module_name else torch.zeros(param.shape)
             else:

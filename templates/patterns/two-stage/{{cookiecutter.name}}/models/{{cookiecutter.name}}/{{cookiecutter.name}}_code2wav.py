@@ -18,7 +18,10 @@ from torch import nn
 {% endif %}
 {{ cookiecutter.omni_output_import }}
 
-from .configuration_{{ cookiecutter.name }} import {{ cookiecutter.camel }}Config, init_weights_from_seed
+from .configuration_{{ cookiecutter.name }} import (
+    {{ cookiecutter.camel }}Config,
+    init_weights_from_seed,
+)
 
 {{ cookiecutter.logger_init }}
 
@@ -65,7 +68,11 @@ class {{ cookiecutter.camel }}Code2Wav(nn.Module):
     enable_update_additional_information = True
 
     def __init__(
-        self, *, vllm_config: Any = None, prefix: str = "", config: {{ cookiecutter.camel }}Config | None = None
+        self,
+        *,
+        vllm_config: Any = None,
+        prefix: str = "",
+        config: {{ cookiecutter.camel }}Config | None = None,
     ) -> None:
         super().__init__()
         self.config = config if config is not None else vllm_config.model_config.hf_config

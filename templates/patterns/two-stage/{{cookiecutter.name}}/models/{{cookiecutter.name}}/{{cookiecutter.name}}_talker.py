@@ -23,7 +23,10 @@ from torch import nn
 {% endif %}
 {{ cookiecutter.omni_output_import }}
 
-from .configuration_{{ cookiecutter.name }} import {{ cookiecutter.camel }}Config, init_weights_from_seed
+from .configuration_{{ cookiecutter.name }} import (
+    {{ cookiecutter.camel }}Config,
+    init_weights_from_seed,
+)
 
 {{ cookiecutter.logger_init }}
 
@@ -136,7 +139,9 @@ class {{ cookiecutter.camel }}TalkerModel(nn.Module):
         super().__init__()
         self.config = config
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList({{ cookiecutter.camel }}DecoderLayer(config) for _ in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(
+            [{{ cookiecutter.camel }}DecoderLayer(config) for _ in range(config.num_hidden_layers)],
+        )
         self.norm = {{ cookiecutter.camel }}RMSNorm(config.hidden_size, config.rms_norm_eps)
 
     def forward(self, embeds: torch.Tensor, positions: torch.Tensor, caches: list[KVCache]) -> torch.Tensor:
@@ -294,9 +299,7 @@ class {{ cookiecutter.camel }}CodePredictor(nn.Module):
         return loop.codes.clone(), loop.stop.clone()
 
     def _run_static(self, loop: StaticLoop, embed_weight: torch.Tensor) -> None:
-        self.run(
-            loop.hidden, loop.frame_idx, loop.target, embed_weight, loop.key, loop.value, loop.codes, loop.stop
-        )
+        self.run(loop.hidden, loop.frame_idx, loop.target, embed_weight, loop.key, loop.value, loop.codes, loop.stop)
 
     def _graph_enabled(self, device: torch.device) -> bool:
         return (
@@ -322,7 +325,7 @@ class {{ cookiecutter.camel }}CodePredictor(nn.Module):
             return graph
         except Exception as exc:  # the eager static path stays correct, only slower
             self._graph_failed = True
-            logger.warning("code predictor CUDA graph capture failed (%s: %s); running eagerly", type(exc).__name__, exc)
+            logger.warning("code predictor graph capture failed (%s: %s); running eagerly", type(exc).__name__, exc)
             return None
 
 
@@ -344,7 +347,11 @@ class {{ cookiecutter.camel }}TalkerForConditionalGeneration(nn.Module):
     has_postprocess = False
 
     def __init__(
-        self, *, vllm_config: Any = None, prefix: str = "", config: {{ cookiecutter.camel }}Config | None = None
+        self,
+        *,
+        vllm_config: Any = None,
+        prefix: str = "",
+        config: {{ cookiecutter.camel }}Config | None = None,
     ) -> None:
         super().__init__()
         self.config = config if config is not None else vllm_config.model_config.hf_config

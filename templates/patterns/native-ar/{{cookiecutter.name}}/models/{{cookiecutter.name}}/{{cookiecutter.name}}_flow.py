@@ -1,0 +1,66 @@
+{{ cookiecutter.license_header }}
+"""Side computation of {{ cookiecutter.camel }}, part 1: the flow-matching head and the latent feature encoder.
+
+Runs outside the runner-stepped base LM (in the post-processing hook): given the LM's last hidden state ``h``, the
+head integrates the velocity field ``v(x, t | h)`` with ``flow_steps`` explicit Euler steps from a fixed prior
+``x_0`` (t = 0) to the latent patch ``x_1`` (t = 1). The Euler loop is a per-step hot loop: device tensors only,
+the time grid is pre-built, nothing reads a value back to the host.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .configuration_{{ cookiecutter.name }} import {{ cookiecutter.camel }}Config
+
+
+def timestep_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """Sinusoidal embedding ``[..., dim]`` of flow times ``t`` in ``[0, 1]``."""
+    freqs = torch.exp(-math.log(1000.0) * torch.arange(dim // 2, device=t.device, dtype=torch.float32) / (dim // 2))
+    angles = 1000.0 * t.to(torch.float32)[..., None] * freqs
+    return torch.cat([angles.cos(), angles.sin()], dim=-1)
+
+
+class {{ cookiecutter.camel }}FlowHead(nn.Module):
+    """Conditional flow matching head: latent patch ``[B, patch_size, latent_dim]`` from the LM hidden ``[B, H]``."""
+
+    time_dim = 16
+
+    def __init__(self, config: {{ cookiecutter.camel }}Config) -> None:
+        super().__init__()
+        self.patch_size = config.patch_size
+        self.latent_dim = config.latent_dim
+        flat = config.patch_size * config.latent_dim
+        self.in_proj = nn.Linear(flat + config.hidden_size + self.time_dim, config.flow_hidden_size)
+        self.mid_proj = nn.Linear(config.flow_hidden_size, config.flow_hidden_size)
+        self.out_proj = nn.Linear(config.flow_hidden_size, flat)
+        self.register_buffer("t_span", torch.linspace(0.0, 1.0, config.flow_steps + 1), persistent=False)
+        prior = torch.randn(flat, generator=torch.Generator().manual_seed(config.seed + 2))
+        self.register_buffer("prior", prior, persistent=False)
+
+    def velocity(self, x: torch.Tensor, t: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+        temb = timestep_embedding(t, self.time_dim).expand(x.shape[0], -1)
+        h = F.silu(self.in_proj(torch.cat([x, cond, temb], dim=-1)))
+        return self.out_proj(F.silu(self.mid_proj(h)))
+
+    def solve(self, cond: torch.Tensor) -> torch.Tensor:
+        """Euler integration from the prior (a fixed sample: deterministic, so greedy parity holds) to the patch."""
+        x = self.prior.to(cond.dtype).expand(cond.shape[0], -1)
+        for i in range(self.t_span.shape[0] - 1):
+            t = self.t_span[i]
+            dt = self.t_span[i + 1] - self.t_span[i]
+            x = x + dt * self.velocity(x, t, cond)
+        return x.view(cond.shape[0], self.patch_size, self.latent_dim)
+
+
+class {{ cookiecutter.camel }}FeatEncoder(nn.Module):
+    """Latent patch ``[B, patch_size, latent_dim]`` -> the base LM's next input embedding ``[B, H]``."""
+
+    def __init__(self, config: {{ cookiecutter.camel }}Config) -> None:
+        super().__init__()
+        self.proj = nn.Linear(config.patch_size * config.latent_dim, config.hidden_size)
+
+    def forward(self, patch: torch.Tensor) -> torch.Tensor:
+        return self.proj(patch.reshape(patch.shape[0], -1))

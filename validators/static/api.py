@@ -1,0 +1,180 @@
+"""Programmatic entry points (the pytest plugin and the scaffold call these) and the one
+orchestration both they and the CLI share: discover -> file rules (cached, parallel) -> tree rules."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+from collections.abc import Iterable
+from pathlib import Path
+
+from omnitts.validators.static import engine
+from omnitts.validators.static.engine import LintResult, UsageError
+from omnitts.validators.static.finding import Finding
+from omnitts.validators.static.treefacts import PKG, TreeContext, facts_for, find_root
+
+
+class LintError(RuntimeError):
+    """The lint could not check everything it was asked to (fail closed)."""
+
+
+def _tree_digest(ctx: TreeContext) -> str:
+    """Hash of every input the tree-scope rules read (configs, pipelines, consolidation, examples)."""
+    from omnitts.validators.static import configs
+    from omnitts.validators.static.rules import i1_output, integration_layout
+
+    h = hashlib.blake2b(digest_size=12)
+    rels = list(configs.config_files(ctx)) + [ctx.rel(p) for p in sorted((ctx.root / configs.MODELS).glob("*/pipeline.py"))]
+    rels += list(i1_output.CONSOLIDATION_FILES)
+    rels += [ctx.rel(p) for p in sorted((ctx.root / "vllm_omni/model_executor/stage_input_processors").glob("*.py"))]
+    for rel in rels:
+        h.update(rel.encode())
+        h.update(ctx.read(rel).encode())
+    for base in (integration_layout.OFFLINE, integration_layout.ONLINE, integration_layout.ADAPTERS, integration_layout.MODELS):
+        d = ctx.root / base
+        if d.is_dir():
+            for p in sorted(d.iterdir()):
+                h.update(p.name.encode())
+                if p.is_dir() and p.name == integration_layout.HUB:
+                    for q in sorted(p.glob("*/*")):
+                        h.update(q.relative_to(d).as_posix().encode())
+    h.update(repr(sorted(ctx.focus) if ctx.focus is not None else None).encode())
+    return h.hexdigest()
+
+
+def _covers_tree(paths: list[Path], root: Path) -> bool:
+    return any(p.resolve() in (root, root / PKG) for p in paths)
+
+
+def run(
+    paths: Iterable[str | os.PathLike],
+    *,
+    select: Iterable[str] | None = None,
+    root: str | os.PathLike | None = None,
+    integration: bool = False,
+    jobs: int = 1,
+    use_cache: bool = False,
+    focus: set[str] | None = None,
+) -> LintResult:
+    rules = engine.select_rules(select)
+    paths = [Path(p) for p in paths]
+    if not paths:
+        if not integration:
+            raise UsageError("no paths given")
+        paths = [Path.cwd()]
+    for p in paths:
+        if not p.exists():
+            raise UsageError(f"no such file or directory: {p}")
+    tree_root = find_root(Path(root) if root else paths[0])
+    base = Path(root).resolve() if root else tree_root
+    facts = facts_for(tree_root)
+    files = engine.discover(paths)
+    items = engine.read_items(files, base)
+
+    cache = None
+    if use_cache:
+        from omnitts.validators.static.cache import Cache
+
+        key = hashlib.blake2b(f"{engine.rules_version()}|{','.join(r.id for r in rules)}|{facts.key()}".encode(),
+                              digest_size=10).hexdigest()
+        cache = Cache(key)
+    res = engine.run_file_rules(items, facts, rules, jobs, cache)
+
+    # Tree-scope rules: the whole tree (integration hook, full scans) or the config files named.
+    tree_rules = [r for r in rules if r.scope == "tree"]
+    yaml_items = {it.rel for it in items if it.rel.endswith((".yaml", ".yml"))}
+    if integration and tree_root is None:
+        raise UsageError(f"--integration: no vLLM-Omni tree (a directory holding {PKG}/__init__.py) at or above {paths[0]}")
+    if tree_root is not None and tree_rules:
+        if integration or _covers_tree(paths, tree_root):
+            tfocus = focus
+        elif focus is not None:
+            tfocus = focus
+        elif yaml_items:
+            tfocus = yaml_items
+        else:
+            tfocus = set()
+        if tfocus != set():
+            ctx = TreeContext(tree_root, facts, frozenset(tfocus) if tfocus is not None else None)
+            tres = _tree_rules_cached(ctx, tree_rules, cache)
+            res.findings.extend(tres.findings)
+            res.errors.extend(tres.errors)
+    if cache is not None:
+        cache.save()
+    res.findings = sorted(set(res.findings), key=Finding.sort_key)
+    return res
+
+
+def _tree_rules_cached(ctx: TreeContext, rules, cache) -> LintResult:
+    if cache is None:
+        return engine.run_tree_rules(ctx, rules)
+    key = "tree:" + str(ctx.root) + ":" + ",".join(r.id for r in rules)
+    digest = _tree_digest(ctx)
+    hit = cache.entries.get(key)
+    if hit is not None and hit[0] == digest:
+        findings, errors = pickle.loads(hit[1]) if isinstance(hit[1], bytes) else (hit[1], [])
+        return LintResult(findings=list(findings), errors=list(errors))
+    res = engine.run_tree_rules(ctx, rules)
+    if not res.errors:
+        cache.entries[key] = (digest, pickle.dumps((res.findings, res.errors)))
+        cache.dirty = True
+    return res
+
+
+def lint_paths(paths, *, select=None, root=None) -> list[Finding]:
+    """Findings for files/directories (per-file rules; tree rules when a whole tree or its configs
+    are named). Raises LintError when anything could not be checked."""
+    res = run(paths, select=select, root=root)
+    if res.errors or any(f.rule == "OMNI-META-004" for f in res.findings):
+        raise LintError("; ".join(res.errors) or "internal error while linting (see OMNI-META-004 findings)")
+    return res.findings
+
+
+def model_focus(model_dir: Path, tree_root: Path) -> set[str]:
+    """Tree files that belong to one model package: its pipeline's deploy/stage configs, its example
+    folders and READMEs, the consolidation modules."""
+    from omnitts.validators.static import configs
+    from omnitts.validators.static.rules import i1_output, integration_layout
+
+    name = model_dir.name
+    ctx = TreeContext(tree_root, facts_for(tree_root))
+    focus = set(i1_output.CONSOLIDATION_FILES)
+    pipe_rel = (model_dir / "pipeline.py").resolve()
+    types = {name}
+    if pipe_rel.is_file() and pipe_rel.is_relative_to(tree_root):
+        for p in configs.parse_pipelines(ctx, ctx.rel(pipe_rel)):
+            types.add(p.model_type)
+            focus.add(p.path)
+    for rel in configs.config_files(ctx):
+        stem = Path(rel).stem
+        if any(stem == t or stem.startswith(t + "_") for t in types):
+            focus.add(rel)
+    for base in (integration_layout.OFFLINE, integration_layout.ONLINE):
+        focus.add(f"{base}/{name}")
+        for readme in (tree_root / base / integration_layout.HUB / name).glob("README*.md"):
+            focus.add(ctx.rel(readme))
+    return focus
+
+
+def lint_model_package(model_dir, *, tree_root=None) -> list[Finding]:
+    """Findings for one model package: every per-file rule on its files (and its stage input
+    processor), plus the tree rules for its configs and examples when it sits in (or is checked
+    against) a vLLM-Omni tree."""
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        raise UsageError(f"model package {model_dir} is not a directory")
+    tree = Path(tree_root).resolve() if tree_root else find_root(model_dir)
+    paths = [model_dir]
+    if tree is not None:
+        proc = tree / PKG / "model_executor" / "stage_input_processors" / f"{model_dir.name}.py"
+        if proc.is_file():
+            paths.append(proc)
+    focus = model_focus(model_dir.resolve(), tree) if tree is not None else None
+    res = run(paths, root=tree, focus=focus)
+    if res.errors or any(f.rule == "OMNI-META-004" for f in res.findings):
+        raise LintError("; ".join(res.errors) or "internal error while linting (see OMNI-META-004 findings)")
+    return res.findings
+
+
+__all__ = ["LintError", "UsageError", "lint_model_package", "lint_paths", "run"]

@@ -1,0 +1,260 @@
+"""Stage topology of a target tree, as the integration rules need it: pipeline.py `PipelineConfig`
+literals (0.20+), deploy YAMLs (with `base_config` inheritance) and legacy `stage_args` YAMLs
+(0.14-0.24), each stage with the source line of every field so findings point at the right line."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omnitts.validators.static.index import dotted
+from omnitts.validators.static.treefacts import TreeContext
+
+MODELS = "vllm_omni/model_executor/models"
+DEPLOY = "vllm_omni/deploy"
+STAGE_CONFIGS = "vllm_omni/model_executor/stage_configs"
+
+
+@dataclass
+class Located:
+    value: object
+    line: int
+
+
+@dataclass
+class Stage:
+    stage_id: int
+    fields: dict[str, Located] = field(default_factory=dict)
+    line: int = 1
+
+    def get(self, key: str, default=None):
+        loc = self.fields.get(key)
+        return default if loc is None else loc.value
+
+    def line_of(self, key: str) -> int:
+        loc = self.fields.get(key)
+        return loc.line if loc is not None else self.line
+
+
+@dataclass
+class Pipeline:
+    path: str  # pipeline.py, relative to the tree root
+    var: str
+    model_type: str
+    stages: list[Stage]
+    line: int
+    default_deploy: str | None = None
+
+
+@dataclass
+class Config:
+    """A deploy or legacy stage config, merged over its base_config."""
+
+    path: str
+    legacy: bool
+    top: dict[str, Located]
+    stages: dict[int, Stage]
+    connectors: set[str] = field(default_factory=set)
+
+
+# --- YAML with line numbers ---------------------------------------------------------------------
+def _yaml():
+    import yaml
+
+    return yaml, getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _to_py(node):
+    yaml, _ = _yaml()
+    if isinstance(node, yaml.MappingNode):
+        return {_to_py(k): _to_py(v) for k, v in node.value}
+    if isinstance(node, yaml.SequenceNode):
+        return [_to_py(v) for v in node.value]
+    return yaml.safe_load(yaml.serialize(node)) if node.tag != "tag:yaml.org,2002:str" else node.value
+
+
+def _scalar(node):
+    yaml, loader = _yaml()
+    if isinstance(node, yaml.ScalarNode):
+        if node.tag == "tag:yaml.org,2002:str":
+            return node.value
+        return yaml.load(node.value, Loader=loader) if node.value else None
+    return _to_py(node)
+
+
+def _mapping(node) -> dict[str, tuple[object, object]]:
+    """key -> (value node, key node)"""
+    yaml, _ = _yaml()
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {k.value: (v, k) for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+
+
+def load_config(ctx: TreeContext, rel: str, _depth: int = 0) -> Config | None:
+    yaml, loader = _yaml()
+    text = ctx.read(rel)
+    try:
+        root = yaml.compose(text, Loader=loader)
+    except yaml.YAMLError:
+        return None
+    top = _mapping(root)
+    legacy = "stage_args" in top
+    base: Config | None = None
+    if "base_config" in top and _depth < 4:
+        name = str(_scalar(top["base_config"][0]))
+        cand = (Path(rel).parent / name).as_posix()
+        if not (ctx.root / cand).is_file():
+            cand = f"{DEPLOY}/{name}"
+        base = load_config(ctx, cand, _depth + 1) if (ctx.root / cand).is_file() else None
+    cfg = Config(rel, legacy, {}, {})
+    if base is not None:
+        cfg.top = dict(base.top)
+        cfg.stages = {k: Stage(v.stage_id, dict(v.fields), v.line) for k, v in base.stages.items()}
+        cfg.connectors = set(base.connectors)
+    for key, (vnode, knode) in top.items():
+        if key in ("stages", "stage_args", "platforms"):
+            continue
+        cfg.top[key] = Located(_scalar(vnode) if key != "connectors" else None, knode.start_mark.line + 1)
+        if key == "connectors":
+            cfg.connectors |= set(_mapping(vnode))
+        if key == "runtime":  # legacy: runtime.connectors
+            cfg.connectors |= set(_mapping(_mapping(vnode).get("connectors", (None,))[0]))
+    seq = top.get("stage_args" if legacy else "stages")
+    for item in getattr(seq[0], "value", []) if seq else []:
+        fields: dict[str, Located] = {}
+        for key, (vnode, knode) in _mapping(item).items():
+            if key in ("engine_args", "runtime") and legacy:
+                for k2, (v2, kn2) in _mapping(vnode).items():
+                    fields[k2 if key == "engine_args" else f"runtime.{k2}"] = Located(_scalar(v2), kn2.start_mark.line + 1)
+                continue
+            fields[key] = Located(_scalar(vnode), knode.start_mark.line + 1)
+        sid = fields.get("stage_id")
+        try:
+            stage_id = int(sid.value) if sid is not None else len(cfg.stages)
+        except (TypeError, ValueError):
+            stage_id = len(cfg.stages)
+        stage = cfg.stages.get(stage_id) or Stage(stage_id, {}, item.start_mark.line + 1)
+        stage.fields.update(fields)
+        stage.line = item.start_mark.line + 1
+        cfg.stages[stage_id] = stage
+    return cfg
+
+
+# --- pipeline.py ------------------------------------------------------------------------------
+def _module_strings(tree: ast.Module) -> dict[str, str]:
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                out[node.targets[0].id] = node.value.value
+    return out
+
+
+def _literal(node: ast.AST, consts: dict[str, str]):
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        parts = []
+        for v in node.values:
+            if isinstance(v, ast.Constant):
+                parts.append(str(v.value))
+            elif isinstance(v, ast.FormattedValue) and isinstance(v.value, ast.Name) and v.value.id in consts:
+                parts.append(consts[v.value.id])
+            else:
+                return None
+        return "".join(parts)
+    if isinstance(node, ast.Name):
+        return consts.get(node.id)
+    if isinstance(node, ast.Attribute):
+        return node.attr  # StageExecutionType.LLM_AR -> "LLM_AR"
+    if isinstance(node, ast.Tuple | ast.List):
+        return [_literal(e, consts) for e in node.elts]
+    return None
+
+
+def parse_pipelines(ctx: TreeContext, rel: str) -> list[Pipeline]:
+    text = ctx.read(rel)
+    if "PipelineConfig" not in text:
+        return []
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    consts = _module_strings(tree)
+    named: dict[str, ast.AST] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            named[node.targets[0].id] = node.value
+    out = []
+    for var, value in named.items():
+        if not (isinstance(value, ast.Call) and dotted(value.func).split(".")[-1] == "PipelineConfig"):
+            continue
+        kw = {k.arg: k.value for k in value.keywords if k.arg}
+        stages_node = kw.get("stages")
+        if isinstance(stages_node, ast.Name):
+            stages_node = named.get(stages_node.id)
+        stages = []
+        for i, call in enumerate(getattr(stages_node, "elts", []) or []):
+            if isinstance(call, ast.Name):
+                call = named.get(call.id)
+            if not (isinstance(call, ast.Call) and dotted(call.func).split(".")[-1] == "StagePipelineConfig"):
+                continue
+            fields = {k.arg: Located(_literal(k.value, consts), k.value.lineno) for k in call.keywords if k.arg}
+            sid = fields.get("stage_id")
+            stages.append(Stage(int(sid.value) if sid and isinstance(sid.value, int) else i, fields, call.lineno))
+        mt = _literal(kw["model_type"], consts) if "model_type" in kw else None
+        dd = _literal(kw["default_deploy_config_name"], consts) if "default_deploy_config_name" in kw else None
+        out.append(Pipeline(rel, var, str(mt or var.lower()), stages, value.lineno, dd))
+    return out
+
+
+def all_pipelines(ctx: TreeContext) -> list[Pipeline]:
+    def build():
+        out = []
+        for p in sorted((ctx.root / MODELS).glob("*/pipeline.py")):
+            out.extend(parse_pipelines(ctx, ctx.rel(p)))
+        return out
+
+    return ctx.memo("pipelines", build)
+
+
+def config_files(ctx: TreeContext) -> list[str]:
+    def build():
+        out = []
+        for d in (DEPLOY, STAGE_CONFIGS):
+            for p in sorted((ctx.root / d).glob("*.yaml")) + sorted((ctx.root / d).glob("*.yml")):
+                out.append(ctx.rel(p))
+        return out
+
+    return ctx.memo("config_files", build)
+
+
+def pipeline_for(ctx: TreeContext, cfg_rel: str, cfg: Config) -> Pipeline | None:
+    """The pipeline a deploy YAML configures: its `pipeline:` key, a pipeline naming it as default,
+    or the pipeline whose model_type equals the file stem (or a prefix of it: `qwen3_tts_mrv2`)."""
+    pipes = all_pipelines(ctx)
+    name = Path(cfg_rel).name
+    stem = Path(cfg_rel).stem
+    key = cfg.top.get("pipeline")
+    if key is not None:
+        found = [p for p in pipes if p.model_type == key.value]
+        if found:
+            return found[0]
+    found = [p for p in pipes if p.default_deploy == name] or [p for p in pipes if p.model_type == stem]
+    if found:
+        return found[0]
+    prefixed = sorted((p for p in pipes if stem.startswith(p.model_type + "_")), key=lambda p: -len(p.model_type))
+    return prefixed[0] if prefixed else None
+
+
+def processor_exists(ctx: TreeContext, dotted_path: str) -> bool:
+    module, _, func = str(dotted_path).rpartition(".")
+    if not module:
+        return False
+    rel = module.replace(".", "/")
+    for cand in (f"{rel}.py", f"{rel}/__init__.py"):
+        text = ctx.read(cand)
+        if text:
+            return f"def {func}(" in text or f"{func} =" in text
+    return False
