@@ -490,8 +490,9 @@ def run_ar_engine(
         raise RuntimeError(f"engine did not finish within {max_steps} steps")
 
 
-def run_single_stage(model: torch.nn.Module, records: list[RequestRecord], config: EngineConfig,
-                     spy: HostSyncSpy | None = None) -> list[RequestRecord]:
+def run_single_stage(
+    model: torch.nn.Module, records: list[RequestRecord], config: EngineConfig, spy: HostSyncSpy | None = None
+) -> list[RequestRecord]:
     """Single-stage models (generator and native AR): stage 0 is the final audio stage."""
     runner = ARStageRunner(model, request_id_key=config.request_id_key, spy=spy)
 
@@ -566,7 +567,11 @@ def run_two_stage(
                     record.final_output = record.final.consolidate(config.consolidation)
 
     run_ar_engine(
-        talker_runner, records, eos_token_id=talker.config.eos_token_id, config=config, on_step=on_step,
+        talker_runner,
+        records,
+        eos_token_id=talker.config.eos_token_id,
+        config=config,
+        on_step=on_step,
         after_step=decode_step,
     )
     decode_step(-1)

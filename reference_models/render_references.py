@@ -20,7 +20,6 @@ PATTERNS: dict[str, str] = {
 }
 
 REFERENCE_DIR = Path(__file__).resolve().parent
-TEMPLATES_DIR = REFERENCE_DIR.parent / "templates" / "patterns"
 
 
 def reference_context(name: str, pattern: str, *, target: str = "standalone") -> dict[str, str]:
@@ -31,26 +30,16 @@ def reference_context(name: str, pattern: str, *, target: str = "standalone") ->
 
 
 def render(pattern: str, ctx: dict[str, str], out_dir: Path) -> Path:
-    """Render one pattern template so that ``out_dir`` holds ``models/<name>/...`` and ``stage_input_processors/``."""
-    try:
-        from omnitts.scaffold.render import render_pattern
-    except ImportError:  # without the scaffold's renderer, plain cookiecutter gives the same bytes
-        render_pattern = None
-    if render_pattern is not None:
-        render_pattern(pattern, ctx, out_dir)
-        return out_dir
-    from cookiecutter.main import cookiecutter
+    """Render a reference model into ``out_dir``: the pattern template (``models/<name>/...``,
+    ``stage_input_processors/``) plus the deploy config the scaffold's shared template writes for it
+    (``deploy/<model_type>.yaml``, which the catalog reads for scheduling and the ``max_num_seqs`` mutant)."""
+    from omnitts.scaffold.render import render_pattern, render_shared
 
-    with tempfile.TemporaryDirectory() as tmp:
-        root = cookiecutter(
-            str(TEMPLATES_DIR / pattern),
-            no_input=True,
-            extra_context=ctx,
-            output_dir=tmp,
-            overwrite_if_exists=True,
-            accept_hooks=False,
-        )
-        shutil.copytree(root, out_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    render_pattern(pattern, ctx, out_dir)
+    deploy = f"vllm_omni/deploy/{ctx['model_type']}.yaml"
+    path = out_dir / "deploy" / f"{ctx['model_type']}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_shared(ctx)[deploy], encoding="utf-8")
     return out_dir
 
 

@@ -1,20 +1,24 @@
-"""`omnitts-scaffold new`: compute the plan of a complete TTS model integration (nothing is written here)."""
+"""`omnitts-scaffold new`: compute the plan of a complete TTS model integration (nothing is written here).
+
+The profile decides what the era needs (its `points`); the generated model package is the same in
+every era except `request_id_keys`. Hybrid and adapter eras also get a TTS adapter
+(`templates/shared_adapter/`), and 0.26+ pipelines name their deploy yaml.
+"""
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from jinja2 import Environment, StrictUndefined
 
 from omnitts.scaffold import hub_readme, profiles
-from omnitts.scaffold.codemods.base import run_codemod
-from omnitts.scaffold.codemods.hf_config import RegisterHfConfig
-from omnitts.scaffold.codemods.registry import AddDictTupleEntry
-from omnitts.scaffold.codemods.serving_five_point import FivePointServing
+from omnitts.scaffold.codemods.pipeline_file import add_deploy_config_name
+from omnitts.scaffold.codemods.serving import existing_stage_keys
+from omnitts.scaffold.detection import compile_adapter_registry, read_adapter_sources
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.formatting import format_python
+from omnitts.scaffold.integration import Integration, Patch, from_names, run_patches
+from omnitts.scaffold.integration import shared_file_patches as _integration_patches
 from omnitts.scaffold.naming import ModelNames, template_context
 from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
 from omnitts.scaffold.profiles import LayoutProfile
@@ -26,73 +30,13 @@ PATTERN_WORDS = {
     "single-stage": "single-stage generator",
     "native-ar": "single-stage vLLM-native AR (base LM + side computation)",
 }
+ADAPTER_TEMPLATE = "shared_adapter/tts_adapter.py.j2"
+
+__all__ = ["Patch", "plan_new", "shared_file_patches", "adapter_file"]
 
 
-@dataclass(frozen=True)
-class Patch:
-    """One codemod on one shared file; picklable so patches can run in parallel processes."""
-
-    rel: str
-    command: type
-    kwargs: tuple
-
-    def run(self, source: str) -> str:
-        return run_codemod(self.command, source, self.rel, **dict(self.kwargs))
-
-
-def _run_file_patches(args: tuple[list[Patch], str]) -> str:
-    patches, source = args
-    for patch in patches:
-        source = patch.run(source)
-    return source
-
-
-def shared_file_patches(profile: LayoutProfile, names: ModelNames) -> list[Patch]:
-    patches = [
-        Patch(
-            profiles.REGISTRY,
-            AddDictTupleEntry,
-            (("dict_name", "_OMNI_MODELS"), ("key", arch), ("values", (folder, module, cls)), ("what", "architecture")),
-        )
-        for arch, folder, module, cls in names.registry_entries()
-    ]
-    patches.append(
-        Patch(
-            profiles.PIPELINE_REGISTRY,
-            AddDictTupleEntry,
-            (
-                ("dict_name", "_OMNI_PIPELINES"),
-                ("key", names.model_type),
-                ("values", (f"vllm_omni.model_executor.models.{names.name}.pipeline", names.pipeline_var)),
-                ("what", "pipeline"),
-            ),
-        )
-    )
-    patches.append(
-        Patch(
-            profiles.HF_CONFIGS,
-            RegisterHfConfig,
-            (
-                ("model_type", names.model_type),
-                ("module", f"vllm_omni.model_executor.models.{names.name}.configuration_{names.name}"),
-                ("class_name", names.config_class),
-            ),
-        )
-    )
-    patches.append(
-        Patch(
-            profiles.SERVING,
-            FivePointServing,
-            (
-                ("name", names.name),
-                ("camel", names.camel),
-                ("upper", names.upper),
-                ("model_type", names.model_type),
-                ("stage_keys", (names.stage_key,)),
-            ),
-        )
-    )
-    return patches
+def shared_file_patches(profile: LayoutProfile, names: ModelNames, *, voice_cloning: bool = False) -> list[Patch]:
+    return _integration_patches(profile, from_names(names, profile, voice_cloning=voice_cloning))
 
 
 def _snippet(template: str, **ctx) -> str:
@@ -100,53 +44,141 @@ def _snippet(template: str, **ctx) -> str:
     return env.from_string((templates_root() / "snippets" / template).read_text(encoding="utf-8")).render(**ctx)
 
 
-def plan_new(profile: LayoutProfile, names: ModelNames, *, parallel: bool = True) -> Plan:
+def adapter_file(
+    profile: LayoutProfile,
+    names: ModelNames,
+    ctx: dict[str, str],
+    *,
+    voice_cloning: bool = False,
+    shared_with: list[str] | None = None,
+    detect_priority: int | None = None,
+) -> tuple[str, str]:
+    """(path, text) of the model's TTS adapter for the hybrid / adapter eras."""
+    env = Environment(undefined=StrictUndefined, keep_trailing_newline=True)
+    template = env.from_string((templates_root() / ADAPTER_TEMPLATE).read_text(encoding="utf-8"))
+    text = template.render(
+        license_header=ctx["license_header"],
+        camel=names.camel,
+        model_type=names.model_type,
+        stage_key=names.stage_key,
+        arch=names.arch,
+        shared_stage_key=bool(shared_with),
+        shared_with=", ".join(shared_with or []),
+        detect_priority=detect_priority,
+        token_bounds=profile.adapter_token_bounds,
+        voice_cloning=voice_cloning,
+        ref_audio_cache_key=profile.ref_audio_cache_key,
+        ref_audio_fields="``ref_audio`` as ``[[samples, sample_rate]]``, ``ref_text``",
+    )
+    return f"{profiles.ADAPTERS}/{names.name}.py", text
+
+
+def adapter_stage_key_owners(profile: LayoutProfile, names: ModelNames, detect_priority: int | None) -> list[str]:
+    """Refuse a stage key another adapter owns (0.28+), unless `detect_priority` puts the new model first.
+
+    In 0.28 a model without an adapter (dots_tts) silently resolved to VoxCPM2 through their shared
+    `latent_generator` key: the first detector whose stage keys match wins. Sharing a key is only
+    sound when the new adapter is tried first and matches by architecture alone.
+    """
+    if not profile.adapter_detection:
+        return []
+    registry = compile_adapter_registry(read_adapter_sources(profile.root / profiles.ADAPTERS))
+    owners = [a for a in registry.owners(names.stage_key) if a.name != names.model_type]
+    if not owners:
+        return []
+    described = ", ".join(f"{a.name} (tts_adapters/{a.module}.py, detect_priority {a.detect_priority})" for a in owners)
+    if detect_priority is None:
+        raise ScaffoldError(
+            f"stage key {names.stage_key!r} is already served by the adapter {described}; choose --stage-key, or pass"
+            f" --detect-priority N (N below theirs) to share it and be told apart by architecture {names.arch}"
+        )
+    lowest = min(a.detect_priority if a.detect_priority is not None else 100 for a in owners)
+    if detect_priority >= lowest:
+        raise ScaffoldError(
+            f"--detect-priority {detect_priority} does not run before {described}: their stage-key match would win; use a value below {lowest}"
+        )
+    return [a.name for a in owners]
+
+
+def _refuse_adapter_conflicts(profile: LayoutProfile, names: ModelNames, generated: dict[str, str]) -> None:
+    if not profile.has_adapters:
+        return
+    sources = read_adapter_sources(profile.root / profiles.ADAPTERS)
+    registry = compile_adapter_registry(sources)
+    owner = registry.adapters.get(names.model_type)
+    if owner is not None and owner.module != names.name:
+        raise ScaffoldError(
+            f"model type {names.model_type!r} already names the adapter {owner.class_name} (tts_adapters/{owner.module}.py); choose --model-type"
+        )
+    if profile.era == profiles.HYBRID:
+        serving = read_for_patch(profile.root, profiles.SERVING)
+        owner_constant = existing_stage_keys(serving).get(names.stage_key)
+        mine = f"_{names.upper}_TTS_MODEL_STAGES"
+        if owner_constant is not None and owner_constant != mine:
+            raise ScaffoldError(f"stage key {names.stage_key!r} is already served by {owner_constant} in serving_speech.py; choose --stage-key")
+
+
+def plan_new(
+    profile: LayoutProfile,
+    names: ModelNames,
+    *,
+    parallel: bool = True,
+    voice_cloning: bool = False,
+    detect_priority: int | None = None,
+) -> Plan:
     root = profile.root
     plan = Plan(root)
     ctx = template_context(names, request_id_keys=profile.request_id_keys)
     _refuse_taken_names(profile, names)
+    shared_with = adapter_stage_key_owners(profile, names, detect_priority)
+    if detect_priority is not None and not profile.adapter_detection:
+        raise ScaffoldError(f"--detect-priority needs the adapter-only era (0.28+); this tree is the {profile.era} era")
 
-    # Codemods (libcst parsing dominates, serving_speech.py alone is ~3k lines) start first in two
-    # worker processes; rendering and formatting the templates overlaps with them in this process.
-    by_file: dict[str, list[Patch]] = {}
-    for patch in shared_file_patches(profile, names):
-        by_file.setdefault(patch.rel, []).append(patch)
-    jobs = sorted(((patches, read_for_patch(root, rel)) for rel, patches in by_file.items()), key=lambda j: -len(j[1]))
-    pool = ProcessPoolExecutor(max_workers=2) if parallel else None
-    try:
-        pending = [pool.submit(_run_file_patches, job) for job in jobs] if pool else None
-        files = {f"vllm_omni/model_executor/{rel}": text for rel, text in render_pattern(names.pattern, ctx).items()}
-        files.update(render_shared(ctx))
-        files = format_python(files, root)
-        for rel, text in sorted(files.items()):
-            path = root / rel
-            if path.exists():
-                current = path.read_text(encoding="utf-8")
-                if current != text:
-                    raise ScaffoldError(f"{rel} already exists and differs from what would be generated; the name is taken")
-                plan.add(FileOp(rel, text, old=current, reason="generated (unchanged)"))
-            else:
-                plan.add(FileOp(rel, text, reason="generated"))
-        results = [f.result() for f in pending] if pending else [_run_file_patches(job) for job in jobs]
-    finally:
-        if pool:
-            pool.shutdown(cancel_futures=True)
-    for (patches, old), new in zip(jobs, results, strict=True):
-        plan.add(FileOp(patches[0].rel, new, old=old, reason="patched"))
+    files = {f"vllm_omni/model_executor/{rel}": text for rel, text in render_pattern(names.pattern, ctx).items()}
+    files.update(render_shared(ctx))
+    pipeline_rel = f"{profiles.MODELS}/{names.name}/pipeline.py"
+    if profile.deploy_name_field and pipeline_rel in files:
+        files[pipeline_rel] = add_deploy_config_name(files[pipeline_rel], f"{names.model_type}.yaml", pipeline_rel)
+    if profile.has_adapters:
+        rel, text = adapter_file(profile, names, ctx, voice_cloning=voice_cloning, shared_with=shared_with, detect_priority=detect_priority)
+        files[rel] = text
+    _refuse_adapter_conflicts(profile, names, files)
+    files = format_python(files, root)
+    add_generated(plan, root, files)
 
-    for rel, row, section in _hub_edits(names, ctx):
-        path = root / rel
-        if not path.is_file():
-            plan.notices.append(f"{rel} is not in this tree (a wheel holds the package only): hub row and section not added")
-            continue
-        old = read_for_patch(root, rel)
-        new = hub_readme.add_section(hub_readme.add_table_row(old, row, rel), names.camel, section, rel)
-        plan.add(FileOp(rel, new, old=old, reason="hub README"))
+    integ = from_names(names, profile, voice_cloning=voice_cloning)
+    for rel, old, new in run_patches(profile, _integration_patches(profile, integ), parallel=parallel):
+        plan.add(FileOp(rel, new, old=old, reason="patched"))
+    add_hub_edits(plan, profile, list(_hub_edits(names, ctx)))
     return plan
 
 
-def _hub_edits(names: ModelNames, ctx: dict[str, str]):
-    common = dict(
+def add_generated(plan: Plan, root: Path, files: dict[str, str]) -> None:
+    for rel, text in sorted(files.items()):
+        path = root / rel
+        if path.exists():
+            current = path.read_text(encoding="utf-8")
+            if current != text:
+                raise ScaffoldError(f"{rel} already exists and differs from what would be generated; the name is taken")
+            plan.add(FileOp(rel, text, old=current, reason="generated (unchanged)"))
+        else:
+            plan.add(FileOp(rel, text, reason="generated"))
+
+
+def add_hub_edits(plan: Plan, profile: LayoutProfile, edits: list[tuple[str, str, str, str]]) -> None:
+    """(README, title, row, section) per hub; a wheel has no hub READMEs, which is a notice."""
+    for rel, title, row, section in edits:
+        path = profile.root / rel
+        if not path.is_file():
+            plan.notices.append(f"{rel} is not in this tree (a wheel holds the package only): hub row and section not added")
+            continue
+        old = read_for_patch(profile.root, rel)
+        new = hub_readme.add_section(hub_readme.add_table_row(old, row, rel), title, section, rel)
+        plan.add(FileOp(rel, new, old=old, reason="hub README"))
+
+
+def hub_snippets(names: ModelNames, ctx: dict[str, str]) -> dict:
+    return dict(
         camel=names.camel,
         name=names.name,
         model_type=names.model_type,
@@ -155,24 +187,38 @@ def _hub_edits(names: ModelNames, ctx: dict[str, str]):
         pattern_description=PATTERN_WORDS[names.pattern],
         sample_rate_khz=f"{int(ctx['sample_rate']) / 1000:g}",
     )
-    yield (
-        profiles.OFFLINE_HUB,
-        _snippet("offline_row.md.j2", **common),
-        _snippet("offline_section.md.j2", **common),
-    )
-    yield (
-        profiles.ONLINE_HUB,
-        _snippet("online_row.md.j2", **common),
-        _snippet("online_section.md.j2", **common),
-    )
+
+
+def _hub_edits(names: ModelNames, ctx: dict[str, str]):
+    common = hub_snippets(names, ctx)
+    yield (profiles.OFFLINE_HUB, names.camel, _snippet("offline_row.md.j2", **common), _snippet("offline_section.md.j2", **common))
+    yield (profiles.ONLINE_HUB, names.camel, _snippet("online_row.md.j2", **common), _snippet("online_section.md.j2", **common))
+
+
+def hub_edits(names: ModelNames, ctx: dict[str, str]) -> list[tuple[str, str, str, str]]:
+    return list(_hub_edits(names, ctx))
 
 
 def _refuse_taken_names(profile: LayoutProfile, names: ModelNames) -> None:
     """Refuse names another model owns; our own earlier run of the same `new` is not a conflict."""
-    pkg = profile.root / "vllm_omni/model_executor/models" / names.name
+    pkg = profile.root / profiles.MODELS / names.name
     marker = pkg / "pipeline.py"
     if pkg.exists() and not marker.exists():
-        raise ScaffoldError(f"vllm_omni/model_executor/models/{names.name}/ already exists; the model name is taken")
+        raise ScaffoldError(f"{profiles.MODELS}/{names.name}/ already exists; the model name is taken")
     deploy = profile.root / profiles.DEPLOY / f"{names.model_type}.yaml"
     if deploy.exists() and not marker.exists():
         raise ScaffoldError(f"{profiles.DEPLOY}/{names.model_type}.yaml already exists; the model type is taken")
+    if profile.has_adapters:
+        adapter = profile.root / profiles.ADAPTERS / f"{names.name}.py"
+        if adapter.exists() and not marker.exists():
+            raise ScaffoldError(f"{profiles.ADAPTERS}/{names.name}.py already exists; the model name is taken")
+
+
+def integration_of(profile: LayoutProfile, names: ModelNames, *, voice_cloning: bool = False) -> Integration:
+    return from_names(names, profile, voice_cloning=voice_cloning)
+
+
+def _run_file_patches(args: tuple[list[Patch], str]) -> str:  # kept for benchmarks/scaffold_latency.py
+    from omnitts.scaffold.integration import _run_file_patches as run
+
+    return run(args)

@@ -1,9 +1,10 @@
 """Plan, then apply: every file operation is computed first, then written as one transaction.
 
-A `Plan` holds the new content of every created or patched file. `diff()` renders the whole change
-as one unified diff (what `--dry-run` prints; `git apply` accepts it). `apply()` checks that nothing
-changed since planning, writes through temp files, and on any failure restores every touched file
-byte for byte and removes created files and folders.
+A `Plan` holds the new content of every created, patched or deleted file. `diff()` renders the whole
+change as one unified diff (what `--dry-run` prints; `git apply` accepts it). `apply()` checks that
+nothing changed since planning, writes through temp files, and on any failure restores every touched
+file byte for byte, removes created files and folders and restores deleted ones. Folders that a
+deletion leaves empty are removed (`remove` leaves no empty model folder behind).
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ CONFLICT_MARKERS = ("<<<<<<< ", ">>>>>>> ")
 
 @dataclass(frozen=True)
 class FileOp:
-    """One file's change: `old is None` creates it; otherwise it is patched from `old` to `new`."""
+    """One file's change: `old is None` creates it, `new is None` deletes it, else `old` -> `new`."""
 
     rel: str
-    new: str
+    new: str | None
     old: str | None = None
     reason: str = ""
 
@@ -33,11 +34,16 @@ class FileOp:
     def is_noop(self) -> bool:
         return self.old == self.new
 
+    @property
+    def is_delete(self) -> bool:
+        return self.new is None and self.old is not None
+
     def diff(self) -> str:
         old_lines = [] if self.old is None else self.old.splitlines(keepends=True)
-        new_lines = self.new.splitlines(keepends=True)
+        new_lines = [] if self.new is None else self.new.splitlines(keepends=True)
         a = "/dev/null" if self.old is None else f"a/{self.rel}"
-        lines = list(difflib.unified_diff(old_lines, new_lines, fromfile=a, tofile=f"b/{self.rel}"))
+        b = "/dev/null" if self.new is None else f"b/{self.rel}"
+        lines = list(difflib.unified_diff(old_lines, new_lines, fromfile=a, tofile=b))
         fixed = []
         for line in lines:  # `git apply` needs "\ No newline" markers for files without a final newline
             fixed.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
@@ -64,30 +70,45 @@ class Plan:
 
     def summary(self) -> str:
         created = sum(op.old is None for op in self.changes)
-        patched = len(self.changes) - created
-        return f"{created} file(s) created, {patched} file(s) patched"
+        deleted = sum(op.is_delete for op in self.changes)
+        patched = len(self.changes) - created - deleted
+        text = f"{created} file(s) created, {patched} file(s) patched"
+        return text + (f", {deleted} file(s) deleted" if deleted else "")
 
     def apply(self, *, fail_after: int | None = None) -> list[Path]:
         """Write every change or none. `fail_after` injects a failure (tests prove the rollback)."""
         changes = self.changes
         for op in changes:
             _check_unchanged(self.root / op.rel, op)
-        backups: list[tuple[Path, bytes | None]] = []
+        backups: list[tuple[Path, bytes | None, int | None]] = []
         created_dirs: list[Path] = []
+        removed_dirs: list[Path] = []
         try:
             for i, op in enumerate(changes):
                 if fail_after is not None and i >= fail_after:
                     raise OSError(f"injected failure before writing {op.rel}")
                 path = self.root / op.rel
-                backups.append((path, path.read_bytes() if path.exists() else None))
+                exists = path.exists()
+                backups.append((path, path.read_bytes() if exists else None, path.stat().st_mode if exists else None))
+                if op.is_delete:
+                    path.unlink()
+                    continue
                 created_dirs += _make_parents(path.parent)
                 _atomic_write(path, op.new)
+            for op in changes:
+                if op.is_delete:
+                    removed_dirs += _prune_empty_parents(self.root, (self.root / op.rel).parent)
         except BaseException as exc:
-            for path, data in reversed(backups):
+            for d in removed_dirs:
+                d.mkdir(parents=True, exist_ok=True)
+            for path, data, mode in reversed(backups):
                 if data is None:
                     path.unlink(missing_ok=True)
                 else:
+                    path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_bytes(data)
+                    if mode is not None:
+                        os.chmod(path, mode & 0o7777)
             for d in reversed(created_dirs):
                 try:
                     d.rmdir()
@@ -99,10 +120,28 @@ class Plan:
         return [self.root / op.rel for op in changes]
 
 
+def _prune_empty_parents(root: Path, directory: Path) -> list[Path]:
+    """Remove `directory` and its parents below `root` while they are empty (bytecode caches count as empty)."""
+    removed = []
+    d = directory
+    while d != root and root in d.parents and d.is_dir():
+        cache = d / "__pycache__"
+        if cache.is_dir() and all(p.suffix == ".pyc" for p in cache.iterdir()):
+            for p in cache.iterdir():
+                p.unlink()
+            cache.rmdir()
+        if any(d.iterdir()):
+            break
+        d.rmdir()
+        removed.append(d)
+        d = d.parent
+    return list(reversed(removed))  # outermost first, so rollback recreates parents first
+
+
 def _check_unchanged(path: Path, op: FileOp) -> None:
     current = path.read_text(encoding="utf-8") if path.exists() else None
     if current != op.old:
-        state = "appeared" if op.old is None else "changed"
+        state = "appeared" if op.old is None else "disappeared" if current is None else "changed"
         raise ScaffoldError(f"{op.rel} {state} since the plan was made; nothing written")
     if op.old is not None and not is_writable(path):
         raise ScaffoldError(f"{op.rel} is read-only; nothing written")

@@ -1,23 +1,33 @@
-"""`_OMNI_MODELS` in vllm_omni/model_executor/models/registry.py: one entry per architecture."""
+"""Module-level registry dicts: `_OMNI_MODELS` (registry.py), `_OMNI_PIPELINES` / `OMNI_PIPELINES`.
+
+`AddDictTupleEntry` adds `"key": ("a", "b", ...)` (the 0.14+ model registry and the 0.20-0.22 lazy
+pipeline registry), `AddDictNameEntry` adds `"key": NAME` (the 0.24+ eager `OMNI_PIPELINES`), and
+`RemoveDictEntry` is the exact inverse of both. Each edits only the dict's own statement (sliced).
+"""
 
 from __future__ import annotations
+
+import ast
 
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod import VisitorBasedCodemodCommand
 
-from omnitts.scaffold.codemods.base import append_element, literal
+from omnitts.scaffold.codemods.base import append_element, literal, remove_element, transform
+from omnitts.scaffold.codemods.slices import Edit, apply_edits, first_line, module_assignment, parse_ast
 from omnitts.scaffold.errors import ScaffoldError
 
 
-def _entry_value(value: cst.BaseExpression) -> tuple[str, ...] | None:
+def _entry_value(value: cst.BaseExpression) -> tuple[str, ...] | str | None:
     if isinstance(value, cst.Tuple):
         parts = tuple(literal(e.value) for e in value.elements)
         return parts if all(p is not None for p in parts) else None
+    if isinstance(value, cst.Name):
+        return value.value
     return None
 
 
-def read_entries(dict_node: cst.Dict) -> dict[str, tuple[str, ...] | None]:
+def read_entries(dict_node: cst.Dict) -> dict[str, tuple[str, ...] | str | None]:
     return {literal(e.key): _entry_value(e.value) for e in dict_node.elements if isinstance(e, cst.DictElement)}
 
 
@@ -28,14 +38,16 @@ def tuple_entry(key: str, values: tuple[str, ...], indent: str = "    ") -> cst.
     return cst.DictElement(key=cst.SimpleString(f'"{key}"'), value=value)
 
 
-class AddDictTupleEntry(VisitorBasedCodemodCommand):
-    """Add `"key": (values...)` to the module-level dict assigned to `dict_name`.
+def _dict_slice(source: str, rel: str, dict_name: str) -> tuple[ast.Module, int, int]:
+    tree = parse_ast(source, rel)
+    node = module_assignment(tree, dict_name)
+    if node is None or not isinstance(node.value, ast.Dict):
+        raise ScaffoldError(f"{rel}: anchor `{dict_name} = {{...}}` not found; this tree's layout is not the one detected")
+    return tree, first_line(node) - 1, node.end_lineno
 
-    Idempotent: an identical entry is left alone. A different entry under the same key is refused,
-    because two models cannot share an architecture or a pipeline key.
-    """
 
-    DESCRIPTION = "Add one tuple entry to a module-level registry dict."
+class _DictCommand(VisitorBasedCodemodCommand):
+    DESCRIPTION = "Edit one entry of a module-level registry dict."
     ANCHOR = "a module-level dict literal"
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -43,11 +55,16 @@ class AddDictTupleEntry(VisitorBasedCodemodCommand):
         super().on_visit(node)
         return isinstance(node, (cst.Module, cst.SimpleStatementLine))
 
-    def __init__(self, context, dict_name: str, key: str, values: tuple[str, ...], what: str) -> None:
+    def __init__(self, context, dict_name: str) -> None:
         super().__init__(context)
-        self.dict_name, self.key, self.values, self.what = dict_name, key, values, what
+        self.dict_name = dict_name
         self.anchor_found = False
         self.ANCHOR = f"`{dict_name} = {{...}}`"
+
+    @classmethod
+    def apply_text(cls, source: str, rel: str, **kwargs) -> str:
+        _, start, end = _dict_slice(source, rel, kwargs["dict_name"])
+        return apply_edits(source, [Edit(start, end, lambda module: transform(cls, module, rel, **kwargs))], rel)
 
     def _is_anchor(self, node) -> bool:
         target = node.target if isinstance(node, cst.AnnAssign) else (node.targets[0].target if len(node.targets) == 1 else None)
@@ -57,14 +74,13 @@ class AddDictTupleEntry(VisitorBasedCodemodCommand):
         if not self._is_anchor(original):
             return updated
         self.anchor_found = True
-        entries = read_entries(original.value)
-        if self.key in entries:
-            if entries[self.key] == self.values:
-                return updated
-            raise ScaffoldError(f"{self.what} {self.key!r} already exists in {self.dict_name} with {entries[self.key]}")
-        new = tuple_entry(self.key, self.values)
-        elements = append_element(list(updated.value.elements), new, updated.value.lbrace.whitespace_after)
+        elements = self.edit(list(updated.value.elements), read_entries(original.value), updated.value)
+        if elements is None:
+            return updated
         return updated.with_changes(value=updated.value.with_changes(elements=elements))
+
+    def edit(self, elements, entries, dict_node):  # pragma: no cover - abstract
+        raise NotImplementedError
 
     def leave_Assign(self, original_node, updated_node):
         return self._patch(original_node, updated_node)
@@ -73,12 +89,75 @@ class AddDictTupleEntry(VisitorBasedCodemodCommand):
         return self._patch(original_node, updated_node)
 
 
-def registered(source: str, dict_name: str) -> dict[str, tuple[str, ...] | None]:
-    """Entries of `dict_name` in `source` (used for refusals and by `check`)."""
-    for stmt in cst.parse_module(source).body:
-        if isinstance(stmt, cst.SimpleStatementLine):
-            for small in stmt.body:
-                target = small.target if isinstance(small, cst.AnnAssign) else small.targets[0].target if isinstance(small, cst.Assign) else None
-                if m.matches(target, m.Name(dict_name)) and isinstance(small.value, cst.Dict):
-                    return read_entries(small.value)
-    return {}
+class AddDictTupleEntry(_DictCommand):
+    """Add `"key": (values...)` to the module-level dict assigned to `dict_name`.
+
+    Idempotent: an identical entry is left alone. A different entry under the same key is refused,
+    because two models cannot share an architecture or a pipeline key.
+    """
+
+    DESCRIPTION = "Add one tuple entry to a module-level registry dict."
+
+    def __init__(self, context, dict_name: str, key: str, values: tuple[str, ...], what: str) -> None:
+        super().__init__(context, dict_name)
+        self.key, self.values, self.what = key, tuple(values), what
+
+    def new_element(self) -> cst.DictElement:
+        return tuple_entry(self.key, self.values)
+
+    def edit(self, elements, entries, dict_node):
+        if self.key in entries:
+            if entries[self.key] == self.values:
+                return None
+            raise ScaffoldError(f"{self.what} {self.key!r} already exists in {self.dict_name} with {entries[self.key]}")
+        return append_element(elements, self.new_element(), dict_node.lbrace.whitespace_after)
+
+
+class AddDictNameEntry(AddDictTupleEntry):
+    """Add `"key": NAME` (a name imported at module level), e.g. `"my_tts": MY_TTS_PIPELINE`."""
+
+    DESCRIPTION = "Add one name entry to a module-level registry dict."
+
+    def __init__(self, context, dict_name: str, key: str, value: str, what: str) -> None:
+        super().__init__(context, dict_name, key, (), what)
+        self.values = value
+
+    def new_element(self) -> cst.DictElement:
+        return cst.DictElement(key=cst.SimpleString(f'"{self.key}"'), value=cst.Name(self.values))
+
+
+class RemoveDictEntry(_DictCommand):
+    """The inverse of AddDictTupleEntry / AddDictNameEntry: drop `key` when it holds `value`."""
+
+    DESCRIPTION = "Remove one entry of a module-level registry dict."
+
+    def __init__(self, context, dict_name: str, key: str, value=None, what: str = "entry") -> None:
+        super().__init__(context, dict_name)
+        self.key, self.value, self.what = key, tuple(value) if isinstance(value, list) else value, what
+
+    def edit(self, elements, entries, dict_node):
+        if self.key not in entries:
+            return None
+        if self.value is not None and entries[self.key] != self.value:
+            raise ScaffoldError(f"{self.what} {self.key!r} in {self.dict_name} is {entries[self.key]}, not {self.value}; left alone")
+        index = next(i for i, e in enumerate(elements) if isinstance(e, cst.DictElement) and literal(e.key) == self.key)
+        return remove_element(elements, index)
+
+
+def registered(source: str, dict_name: str) -> dict[str, tuple[str, ...] | str | None]:
+    """Entries of `dict_name` in `source` (used for refusals, `check` and `remove`), read with `ast`."""
+    tree = ast.parse(source)
+    node = module_assignment(tree, dict_name)
+    if node is None or not isinstance(node.value, ast.Dict):
+        return {}
+    out: dict[str, tuple[str, ...] | str | None] = {}
+    for key, value in zip(node.value.keys, node.value.values):
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            continue
+        if isinstance(value, ast.Tuple) and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts):
+            out[key.value] = tuple(e.value for e in value.elts)
+        elif isinstance(value, ast.Name):
+            out[key.value] = value.id
+        else:
+            out[key.value] = None
+    return out

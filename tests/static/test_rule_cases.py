@@ -50,3 +50,20 @@ def test_every_rule_has_cases_and_docs():
         parts = rule.doc_parts()
         assert parts["what"] and parts["why"] and parts["fix"], rid
         assert rule.VALID and rule.INVALID, rid
+
+
+FIXABLE = [pytest.param(rid, i, id=f"{rid}-fix-{i}") for rid, rule in sorted(RULES.items())
+           for i, case in enumerate(rule.INVALID) if case.fixed is not None]
+
+
+@pytest.mark.parametrize("rid,i", FIXABLE)
+def test_autofix_produces_expected_source(tmp_path, rid, i):
+    from omnitts.validators.static.fixes import apply_fixes
+
+    case = RULES[rid].INVALID[i]
+    res = run_case(tmp_path, RULES[rid], case)
+    n, _rest = apply_fixes([f for f in res.findings if f.rule == rid])
+    assert n == case.count
+    assert (tmp_path / case.path).read_text() == case.fixed
+    again = run_case(tmp_path, RULES[rid], type(case)(code=case.fixed, path=case.path))
+    assert not [f for f in again.findings if f.rule == rid]

@@ -7,7 +7,6 @@ import torch
 
 from omnitts.validators.runtime.diagnose import compare, detect_replay
 from omnitts.validators.runtime.scenarios import declared_semantics, frames_for, offline_audio
-from omnitts.validators.runtime.timeouts import deadline
 
 pytestmark = pytest.mark.usefixtures("model_name")
 
@@ -75,7 +74,7 @@ def test_i1_matches_reference(ctx, record):
     runs = ctx.solo_runs()
     for plan in sub.prompts:
         res = runs[plan.ext_id].requests[plan.ext_id]
-        with deadline(ctx.options.timeout, f"{sub.name}: reference for {plan.ext_id}"):
+        with ctx.guard(f"reference implementation for {plan.ext_id}"):
             ref = torch.as_tensor(sub.reference(plan)).reshape(-1).float()
         got = res.stream_audio
         cmp = compare(got, ref, deltas=res.deltas, **tol)

@@ -8,7 +8,8 @@ import torch
 from omnitts.validators.runtime.harness import PASS, StopRun
 from omnitts.validators.runtime.scenarios import compositions
 from omnitts.validators.runtime.syncspy import SyncSpy, graph_breaks
-from omnitts.validators.runtime.timeouts import deadline
+from omnitts.validators.runtime.context import raise_failure
+from omnitts.validators.runtime.timeouts import CheckTimeout, deadline
 
 pytestmark = pytest.mark.usefixtures("model_name")
 
@@ -19,18 +20,13 @@ def test_i3_host_syncs(ctx, record):
     via torch.cuda.set_sync_debug_mode armed after warm-up."""
     sub = ctx.subject
     plans, kw = compositions(sub)["all_at_once"]
-    with deadline(ctx.options.timeout, f"{sub.name}: I3 sync count"):
+    with ctx.guard("I3 sync count"):
         if ctx.options.device == "cuda":
             ctx.engine(**kw).run(plans, "i3-warmup")  # warm-up (and any graph capture) before arming
         spy = SyncSpy(sub.model_files, device=ctx.options.device)
         eng = ctx.engine(spy=spy, **kw)
         eng.spy_active = True
-        try:
-            run = eng.run(plans, "i3-syncs")
-        except Exception as exc:
-            from omnitts.validators.runtime.context import raise_failure
-
-            raise_failure(exc, "I3 sync run")
+        run = eng.run(plans, "i3-syncs")
     steady = {f"stage{s.stage} step {s.step}" for s in run.steps if s.steady}
     per_step = {label: n for label, n in spy.report.steps.items() if label in steady}
     bad = {label: n for label, n in per_step.items() if n}
@@ -78,6 +74,9 @@ def test_i3_graph_breaks(ctx, record):
             eng.run(plans, "i3-explain")
     except StopRun:
         pass
+    except CheckTimeout as exc:
+        ctx.hung = ctx.hung or "dynamo explain of the AR step"
+        raise_failure(exc, "I3 graph-break count")
     except Exception as exc:  # noqa: BLE001 - tracing failures are reported, not fatal
         found.setdefault("error", f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
     finally:

@@ -6,7 +6,6 @@ import pytest
 
 from omnitts.validators.runtime import state
 from omnitts.validators.runtime.scenarios import compositions, short_plans
-from omnitts.validators.runtime.timeouts import deadline
 
 pytestmark = pytest.mark.usefixtures("model_name")
 
@@ -26,14 +25,9 @@ def test_i5_state_freed_after_finish_and_abort(ctx, record):
     problems = []
     for name in ("all_at_once", "with_abort"):
         plans, kw = compositions(sub)[name]
-        eng = ctx.engine(**kw)
-        with deadline(ctx.options.timeout, f"{sub.name}: I5 {name}"):
-            try:
-                run = eng.run(plans, f"i5:{name}")
-            except Exception as exc:
-                from omnitts.validators.runtime.context import raise_failure
-
-                raise_failure(exc, f"I5 scenario {name}")
+        with ctx.guard(f"I5 scenario {name}"):
+            eng = ctx.engine(**kw)
+            run = eng.run(plans, f"i5:{name}")
         left = state.holders(eng.models, _ids(run))
         aborted = [e for e, r in run.requests.items() if r.aborted]
         for line in left:
@@ -52,18 +46,13 @@ def test_i5_state_freed_after_finish_and_abort(ctx, record):
 @pytest.mark.omnitts_check("i5.no_growth")
 def test_i5_no_growth_over_100_requests(ctx, record):
     sub = ctx.subject
-    eng = ctx.engine()
     plans = short_plans(sub, 100, max_tokens=4)
-    with deadline(max(ctx.options.timeout, 120), f"{sub.name}: I5 100 sequential requests"):
-        try:
-            eng.run([plans[0]], "i5-seq-0")
-            base = state.footprint(eng.models)
-            for p in plans[1:]:
-                eng.run([p], f"i5-seq-{p.ext_id}")
-        except Exception as exc:
-            from omnitts.validators.runtime.context import raise_failure
-
-            raise_failure(exc, "I5 sequential requests")
+    with ctx.guard("I5 100 sequential requests", max(ctx.options.timeout, 120)):
+        eng = ctx.engine()
+        eng.run([plans[0]], "i5-seq-0")
+        base = state.footprint(eng.models)
+        for p in plans[1:]:
+            eng.run([p], f"i5-seq-{p.ext_id}")
     after = state.footprint(eng.models)
     grew = state.growth(base, after)
     record(containers=len(after), requests=len(plans))

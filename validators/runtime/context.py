@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import traceback
 from dataclasses import dataclass, field, replace
@@ -41,13 +42,14 @@ class ModelContext:
     _load_error: str | None = None
     _runs: dict[str, Any] = field(default_factory=dict)
     written: list[Path] = field(default_factory=list)
+    hung: str | None = None
 
     # -- subject ---------------------------------------------------------------------------------
     @property
     def subject(self) -> RuntimeSubject:
         if self._subject is None and self._load_error is None:
             try:
-                self._subject = load_subject(self.name, self.options.omni_root, self.options.release)
+                self._subject = load_subject(self.name, self.options.omni_root, self.options.release, self.options.device)
             except LoadError as exc:
                 self._load_error = str(exc)
             except Exception as exc:  # noqa: BLE001 - import errors in model code are the model's failure
@@ -64,6 +66,9 @@ class ModelContext:
     def consolidation(self):
         """(factory or None, description): the release's own function in the real tier, else ours."""
         key = "__consolidation__"
+        if key not in self._runs and self.subject.consolidation_era:
+            era = self.subject.consolidation_era
+            self._runs[key] = (None, f"omnitts era-{era} re-implementation (harness variation of this subject)")
         if key not in self._runs:
             factory, note = real_state_factory(self.profile.version)
             if factory is None:
@@ -77,6 +82,8 @@ class ModelContext:
 
     # -- running ---------------------------------------------------------------------------------
     def engine(self, **kw) -> Engine:
+        if self.hung is not None:
+            raise CheckFailure(f"not run: the model hung earlier ({self.hung}); see that check's traceback")
         factory, note = self.consolidation()
         if note.startswith("REAL-TIER-UNAVAILABLE"):
             raise CheckFailure(f"the real-vLLM tier is needed for {self.name!r} but {note.split(': ', 1)[1]}")
@@ -89,11 +96,28 @@ class ModelContext:
                 with deadline(self.options.timeout, f"{self.name}: scenario {key}"):
                     self._runs[key] = self.engine(**engine_kw).run(copy.deepcopy(plans), key)
             except (ModelError, ContractError, CheckTimeout, CheckFailure) as exc:
+                if isinstance(exc, CheckTimeout) and self.hung is None:
+                    self.hung = f"scenario {key!r} exceeded {self.options.timeout:g} s"
                 self._runs[key] = exc
         res = self._runs[key]
         if isinstance(res, BaseException):
             raise_failure(res, f"scenario {key!r}")
         return res
+
+    @contextlib.contextmanager
+    def guard(self, what: str, seconds: float | None = None):
+        """Deadline + failure translation for model work done directly by a check."""
+        if self.hung is not None:
+            raise CheckFailure(f"not run: the model hung earlier ({self.hung}); see that check's traceback")
+        try:
+            with deadline(seconds or self.options.timeout, f"{self.name}: {what}"):
+                yield
+        except CheckTimeout as exc:
+            if self.hung is None:
+                self.hung = f"{what} exceeded {seconds or self.options.timeout:g} s"
+            raise_failure(exc, what)
+        except (ModelError, ContractError, CheckFailure) as exc:
+            raise_failure(exc, what)
 
     def solo_runs(self) -> dict[str, RunResult]:
         out = {}

@@ -196,6 +196,17 @@ def _payload_element(element: Any, idx: int, start: int, end: int, seq_len: int 
     return element
 
 
+def _leaves(x: Any, prefix: str):
+    if isinstance(x, torch.Tensor):
+        yield prefix or "<tensor>", x
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            yield from _leaves(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(x, (list, tuple)):
+        for i, v in enumerate(x):
+            yield from _leaves(v, f"{prefix}[{i}]")
+
+
 def _is_omni_output(x: Any) -> bool:
     return hasattr(x, "multimodal_outputs") and hasattr(x, "text_hidden_states")
 
@@ -277,6 +288,8 @@ class _Stage:
         self.arrivals: list[str] = []
         self.pending_finished: set[str] = set()
         self.notified: list[set[str]] = []
+        self.max_num_seqs: int | None = None
+        self._kept: list = []
 
     def _call(self, method: str, *args, **kwargs):
         fn = getattr(self.model, method) if method != "__call__" else self.model
@@ -295,10 +308,19 @@ class _Stage:
             return fn(*args, **kwargs)
         except (ModelError, ContractError, StopRun):
             raise
-        except TimeoutError:
-            raise
         except Exception as exc:  # noqa: BLE001 - any model exception becomes a check failure with its traceback
             raise ModelError(where, exc) from exc
+
+    def _alias_check(self, mm: Any) -> None:
+        """Outputs of the previous step must not change when this step runs (no views of persistent buffers)."""
+        eng = self.engine
+        for name, ref, snap, step in self._kept:
+            if ref.shape != snap.shape or not torch.equal(ref, snap):
+                eng.alias_violations.append(
+                    f"stage {self.idx} output {name} of step {step} changed in place during step {eng.step_index}"
+                    " (it is a view of a persistent buffer: return a copy)"
+                )
+        self._kept = [(n, t, t.detach().clone(), eng.step_index) for n, t in _leaves(mm, "")]
 
     def finish(self, rid: str, aborted: bool = False) -> None:
         req = self.requests.get(rid)
@@ -319,10 +341,18 @@ class _Stage:
             self.notified.append(set(finished))
             if notify and hasattr(self.model, "on_requests_finished"):
                 self._call("on_requests_finished", set(finished))
+        # AR requests hold their seat until they finish; decoder requests waiting for their next chunk do not
+        # (they leave the running queue), so for the generation stage max_num_seqs only bounds each step's batch
+        limit = self.max_num_seqs if isinstance(self, ARStage) else None
+        waiting = []
         for rid in self.arrivals:
-            if rid in self.requests:
+            if rid not in self.requests:
+                continue
+            if limit is not None and len(self.slots.order()) >= limit:
+                waiting.append(rid)  # the scheduler admits at most max_num_seqs running requests
+            else:
                 self.slots.add(rid)
-        self.arrivals = []
+        self.arrivals = waiting
         self.slots.condense()
 
     def idle(self) -> bool:
@@ -408,6 +438,8 @@ class ARStage(_Stage):
         if not _is_omni_output(out) and hasattr(model, "make_omni_output"):
             out = self._call("make_omni_output", out, **kwargs)
         hidden, mm = _extract(model, out)
+        if eng.check_aliasing:
+            self._alias_check(mm)
         logits = self._call("compute_logits", hidden[torch.tensor(logits_idx, device=hidden.device)])
         eng.step_seconds += time.perf_counter() - t0
         sampled = logits.argmax(dim=-1).tolist()
@@ -460,7 +492,7 @@ class GenerationStage(_Stage):
     def __init__(self, *a, **k):
         super().__init__(*a, **k)
         self.chunks: dict[str, list[tuple[list[int], dict, bool]]] = defaultdict(list)
-        self.max_batch: int | None = None
+        self.ready: list[str] = []  # chunk arrival order (FIFO across requests)
 
     def add_chunk(self, rid: str, ext: str, codes: list[int], info: dict, last: bool) -> None:
         if rid not in self.requests:
@@ -468,29 +500,32 @@ class GenerationStage(_Stage):
             if info:
                 self.buffer[rid] = copy.copy(info)
             self.arrivals.append(rid)
+        if not codes and last:
+            # 0.20 OmniGenerationScheduler: "Upstream may finish with no terminal tokens; append one pad token
+            # so we can emit FINISHED" - the decoder still runs one step on a single pad token
+            codes = [0]
         self.chunks[rid].append((list(codes), info, last))
+        self.ready.append(rid)
 
     def abort(self, rid: str) -> None:
         self.chunks.pop(rid, None)
+        self.ready = [r for r in self.ready if r != rid]
         self.finish(rid, aborted=True)
 
     def step(self) -> list[tuple[str, dict, bool]]:
         eng, model = self.engine, self.model
         self._begin_step(eng.profile.generation_notifies_finish)
-        ready = [r for r in self.slots.order() if self.chunks.get(r) and not self.requests[r].finished]
         results: list[tuple[str, dict | None, bool]] = []
-        batch = []
-        for rid in ready:
-            codes, _info, last = self.chunks[rid][0]
-            if not codes and last:
-                # "finished" with no frames left: the scheduler finishes the request without a forward
-                self.chunks[rid].pop(0)
-                self.finish(rid)
-                results.append((rid, None, True))
-            else:
-                batch.append(rid)
-        if self.max_batch:
-            batch = batch[: self.max_batch]
+        in_slots = set(self.slots.order())
+        batch: list[str] = []
+        for rid in self.ready:
+            if rid in batch or rid not in in_slots or not self.chunks.get(rid) or self.requests[rid].finished:
+                continue
+            batch.append(rid)
+            if self.max_num_seqs is not None and len(batch) >= self.max_num_seqs:
+                break
+        for rid in batch:
+            self.ready.remove(rid)
         if not batch:
             return results
         updates_reach_model = hasattr(model, "has_preprocess") or hasattr(model, "enable_update_additional_information")
@@ -527,6 +562,8 @@ class GenerationStage(_Stage):
         eng.step_seconds += time.perf_counter() - t0
         eng.steps.append(StepRecord(self.idx, eng.step_index, list(batch), len(ids), steady, time.perf_counter() - t0))
         _, mm = _extract(model, out)
+        if eng.check_aliasing:
+            self._alias_check(mm)
         n = len(batch)
         per_req: list[dict] = [{} for _ in range(n)]
         if isinstance(mm, torch.Tensor):
@@ -590,7 +627,9 @@ class Engine:
         connector_extra: dict | None = None,
         models: list | None = None,
         gen_max_batch: int | None = None,
+        stage0_max_num_seqs: int | None = None,
         max_steps: int = 5000,
+        check_aliasing: bool = False,
         spy=None,
         record_calls: bool = False,
         salt: str = "",
@@ -598,7 +637,7 @@ class Engine:
         self.subject = subject
         self.device = device
         self.profile = profile or profile_for(subject.release, subject.model_runner)
-        self.era = consolidation_era(self.profile.version)
+        self.era = subject.consolidation_era or consolidation_era(self.profile.version)
         self.consolidation_factory = consolidation_factory
         self.consolidation_source = consolidation_source or f"omnitts era-{self.era} re-implementation"
         self.async_chunk = async_chunk
@@ -607,6 +646,8 @@ class Engine:
         self.spy = spy
         self.spy_active = False
         self.intercept = None  # (stage, method, fn, args, kwargs) -> result or harness.PASS
+        self.check_aliasing = check_aliasing
+        self.alias_violations: list[str] = []
         self.recorder: list | None = [] if record_calls else None
         self.salt = salt
         if models is None:
@@ -623,8 +664,13 @@ class Engine:
         for i, (st, m) in enumerate(zip(subject.stages, models)):
             cls = ARStage if st.execution == "ar" else GenerationStage
             self.stages.append(cls(self, i, st, m))
-        if gen_max_batch and len(self.stages) > 1:
-            self.stages[1].max_batch = gen_max_batch
+        limits = list(subject.max_num_seqs) + [None] * len(self.stages)
+        for i, st in enumerate(self.stages):
+            st.max_num_seqs = limits[i]
+        if gen_max_batch is not None and len(self.stages) > 1:
+            self.stages[1].max_num_seqs = gen_max_batch or None  # 0 = unlimited
+        if stage0_max_num_seqs is not None:
+            self.stages[0].max_num_seqs = stage0_max_num_seqs or None
         self.step_index = 0
         self.step_label = ""
         self.step_seconds = 0.0

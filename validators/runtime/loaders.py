@@ -56,43 +56,71 @@ def list_model_names() -> list[str]:
     return [str(n) for n in cat.list_models()]
 
 
-def _call_flex(fn, **available):
-    """Call ``fn`` with the keyword arguments it declares, out of ``available``."""
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return fn()
-    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        return fn(**available)
-    return fn(**{k: v for k, v in available.items() if k in params})
-
-
-def from_catalog_subject(subj: Any) -> RuntimeSubject:
+def from_catalog_subject(subj: Any, device: str = "cpu") -> RuntimeSubject:
     """Adapt the catalog's Subject; anything already a RuntimeSubject passes through."""
     if isinstance(subj, RuntimeSubject):
         return subj
-    to_runtime = getattr(subj, "to_runtime_subject", None)
-    if callable(to_runtime):
-        out = to_runtime()
-        if isinstance(out, RuntimeSubject):
-            return out
-    return adapt_subject(subj)
+    return adapt_subject(subj, device)
 
 
-def adapt_subject(subj: Any) -> RuntimeSubject:
-    """Field-by-field adaptation of a catalog Subject (see docs/validators.md, "Subject contract")."""
-    g = lambda *names, default=None: next((getattr(subj, n) for n in names if getattr(subj, n, None) is not None), default)  # noqa: E731
-    name = str(g("name"))
-    pattern = str(g("pattern"))
-    config = g("config")
-    cfg_factory = g("config_factory", "make_config")
-    if config is None and callable(cfg_factory):
-        config = cfg_factory()
-    classes = g("stage_classes", "classes")
-    if classes is None:
-        raise LoadError(f"catalog subject {name!r} exposes no stage classes")
-    classes = list(classes.values()) if isinstance(classes, dict) else list(classes)
-    execs = ["ar"] + ["generation"] * (len(classes) - 1)
+# the catalog's check ids (reference_models/mutants.py) -> the runtime checks that target the same bug
+CATALOG_CHECKS: dict[str, tuple[str, ...]] = {
+    "parity-reference": ("i1.matches_reference",),
+    "I1-stream-equals-offline": ("i1.stream_equals_offline", "i1.declared_semantics", "i1.duration_and_sr",
+                                 "chunk.boundaries"),
+    "I1-model-outputs-every-step": ("i1.model_outputs_every_step",),
+    "I3-no-host-sync": ("i3.host_syncs",),
+    "I4-concurrency": ("i4.concurrency",),
+    "I5-state-freed": ("i5.state_freed", "i5.no_growth"),
+    "I5-outputs-not-aliased": ("i5.outputs_not_aliased",),
+    "device-codec-placement": ("device.cuda",),
+    "import-without-optional-deps": ("import.optional_deps",),
+}
+
+# harness variations the catalog declares on a mutant (Subject.consolidation)
+_CONSOLIDATIONS = {"v0.20": None, "skip-audio": "0.14"}
+
+
+def template_consumer():
+    """``as_waveform`` of the scaffold's example ``end2end.py`` template: the consumer generated models ship."""
+    try:
+        import omnitts.templates as templates
+    except ImportError:
+        return None, ""
+    base = Path(next(iter(templates.__path__)))
+    path = base / "shared" / "{{cookiecutter.name}}" / "examples" / "offline_inference" / "text_to_speech"
+    path = path / "{{cookiecutter.name}}" / "end2end.py"
+    if not path.is_file():
+        return None, ""
+    text = path.read_text(encoding="utf-8")
+    start = text.find("\ndef as_waveform(")
+    if start < 0:
+        return None, ""
+    end = text.find("\n\n\n", start + 1)
+    snippet = text[start + 1 : end if end > 0 else None]
+    try:
+        tree = ast.parse(snippet)
+    except SyntaxError:
+        return None, ""
+    import numpy as np
+    import torch
+
+    ns: dict[str, Any] = {"torch": torch, "np": np, "numpy": np}
+    exec(compile(tree, str(path), "exec"), ns)
+    line = text[:start].count("\n") + 2
+    return ns["as_waveform"], f"{path.relative_to(base.parent)}:{line} as_waveform() (template)"
+
+
+REFERENCE_TEXTS = ("Hi.", "Hello there.", "Streaming == offline.", "Four at once!", "A fifth, longer request.")
+
+
+def adapt_subject(subj: Any, device: str = "cpu") -> RuntimeSubject:
+    """The catalog's ``Subject`` (reference_models/catalog.py) as a RuntimeSubject."""
+    name, pattern = str(subj.name), str(subj.pattern)
+    config = subj.make_config() if hasattr(subj, "make_config") else subj.config_class()
+    classes = list(subj.stage_classes)
+    deploy = dict(getattr(subj, "deploy_config", {}) or {})
+    stage_deploy = {int(st.get("stage_id", i)): st for i, st in enumerate(deploy.get("stages") or [])}
     stages = []
     for i, cls in enumerate(classes):
         two = len(classes) > 1
@@ -100,52 +128,67 @@ def adapt_subject(subj: Any) -> RuntimeSubject:
             StageSpec(
                 stage_id=i,
                 model_stage=str(getattr(cls, "model_stage", cls.__name__)),
-                execution=execs[i],
-                factory=(lambda c=cls: c(config=config)),
+                execution="ar" if i == 0 else "generation",
+                factory=(lambda c=cls, cfg=config: c(config=cfg)),
                 engine_output_type="latent" if two and i == 0 else "audio",
                 final_output=(i == len(classes) - 1),
                 cls=cls,
                 config=config,
             )
         )
-    texts = list(g("texts", "prompts_text", default=DEFAULT_TEXTS))
-    prompts = g("prompts")
-    if prompts is None:
-        prompts = default_prompts(config, texts)
-    else:
-        prompts = [p if isinstance(p, RequestPlan) else RequestPlan(**p) for p in prompts]
-    deploy = g("deploy_config", "deploy", default={}) or {}
-    extra = dict(g("connector_extra", default={}) or {})
-    if not extra and isinstance(deploy, dict):
-        for conn in (deploy.get("connectors") or {}).values():
-            extra.update((conn or {}).get("extra") or {})
-    bug = g("bug", "mutant_bug")
-    expected = g("expected_failure")
-    if expected is None and bug is not None:
-        expected = (str(bug), str(g("expected_check", "check", default="")))
-    reference = g("reference_generate", "reference")
+    extra: dict[str, Any] = {}
+    for conn in (deploy.get("connectors") or {}).values():
+        extra.update((conn or {}).get("extra") or {})
+    processor = getattr(subj, "processor", None)
+    bug = getattr(subj, "bug", None)
+    expected = None
+    if bug:
+        expected = (str(bug), ",".join(getattr(subj, "expected_checks", ()) or ()))
+    ref_cache: dict[str, Any] = {}
+
+    def reference(plan: RequestPlan):
+        if "obj" not in ref_cache:
+            ref_cache["obj"] = subj.reference(device=device)
+        return ref_cache["obj"].generate(_plan_text(plan)).waveform
+
+    consumer, origin = template_consumer()
+    consolidation = str(getattr(subj, "consolidation", "v0.20") or "v0.20")
+    if consolidation not in _CONSOLIDATIONS:
+        raise LoadError(f"{name}: unknown consolidation variation {consolidation!r}")
+    files = [Path(p) for p in getattr(subj, "source_files", ()) or ()]
+    keys = tuple(getattr(subj, "request_id_keys", ("request_id",)) or ("request_id",))
     return RuntimeSubject(
         name=name,
         pattern=pattern,
-        release=str(g("release", "target_release", default=DEFAULT_RELEASE)),
+        release=DEFAULT_RELEASE,
+        model_runner="v2" if keys[0] == "req_id" else "v1",
         stages=stages,
-        prompts=prompts,
-        sample_rate=int(getattr(config, "sample_rate", 16000)),
-        hop_length=getattr(config, "hop_length", None),
-        eos_token_id=getattr(config, "eos_token_id", None),
-        async_chunk_fn=g("async_chunk_fn", "talker2code2wav_async_chunk"),
-        sync_fn=g("sync_fn", "talker2code2wav"),
+        prompts=default_prompts(config, REFERENCE_TEXTS),
+        sample_rate=int(config.sample_rate),
+        hop_length=int(config.hop_length),
+        eos_token_id=int(config.eos_token_id),
+        async_chunk_fn=getattr(processor, "talker2code2wav_async_chunk", None),
+        sync_fn=getattr(processor, "talker2code2wav", None),
         connector_extra=extra,
-        reference=(lambda plan, f=reference: _call_flex(f, plan=plan, text=_plan_text(plan), config=config)) if reference else None,
-        consumer=g("consumer"),
-        consumer_origin=str(g("consumer_origin", default="")),
-        source_files=[Path(p) for p in (g("source_files", default=[]) or [])],
-        model_files=[Path(p) for p in (g("model_files", "source_files", default=[]) or [])],
+        reference=reference,
+        consumer=consumer,
+        consumer_origin=origin,
+        source_files=files,
+        model_files=[p for p in files if p.suffix == ".py"],
         kind="mutant" if bug else "reference",
         expected_failure=expected,
-        eos_step_emits_audio=bool(g("eos_step_emits_audio", default=pattern != "two-stage")),
-        description=str(g("description", default="")),
-        graph_step=g("graph_step"),
+        eos_step_emits_audio=pattern != "two-stage",
+        max_num_seqs=tuple(
+            (int(stage_deploy[i]["max_num_seqs"]) if "max_num_seqs" in stage_deploy.get(i, {}) else None)
+            for i in range(len(classes))
+        ),
+        sync_budget_per_request_step=int(getattr(subj, "host_syncs_per_request_step", 0) or 0),
+        consolidation_era=_CONSOLIDATIONS[consolidation],
+        description=str(getattr(subj, "description", "") or ""),
+        extra={"deploy": deploy, "package": getattr(subj, "package", ""), "root": str(getattr(subj, "root", "")),
+               "expected_checks": tuple(getattr(subj, "expected_checks", ()) or ()),
+               "static_rule_family": getattr(subj, "static_rule_family", None),
+               "reproduces": getattr(subj, "reproduces", None)},
     )
 
 
@@ -377,7 +420,9 @@ def load_tree_model(root: Path, name: str, release: str | None = None) -> Runtim
     )
 
 
-def load_subject(name: str, omni_root: str | Path | None = None, release: str | None = None) -> RuntimeSubject:
+def load_subject(
+    name: str, omni_root: str | Path | None = None, release: str | None = None, device: str = "cpu"
+) -> RuntimeSubject:
     if omni_root:
         subj = load_tree_model(Path(omni_root), name, release)
     elif ":" in name and not name.startswith("ref_"):
@@ -392,7 +437,7 @@ def load_subject(name: str, omni_root: str | Path | None = None, release: str | 
         known = list_model_names()
         if name not in known:
             raise LoadError(f"unknown model {name!r}; known: {', '.join(known)} (see --list-models)")
-        subj = from_catalog_subject(cat.get_subject(name))
+        subj = from_catalog_subject(cat.get_subject(name), device)
     if release:
         subj.release = release
     return subj

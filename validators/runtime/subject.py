@@ -58,6 +58,13 @@ class RuntimeSubject:
     # single-stage generators emit their last chunk in the step that samples EOS; a two-stage talker's
     # EOS step carries no codec frame
     eos_step_emits_audio: bool = False
+    # deploy-config admission limits per stage (None = unlimited); stage 1 of the templates is 1 on purpose
+    max_num_seqs: tuple[int | None, ...] = (None, None)
+    # host syncs a correct model may do per request and steady-state step (e.g. a generator reading its stop
+    # flags back once per chunk); the I3 budget is this times the batch size
+    sync_budget_per_request_step: int = 0
+    # a harness variation: run the output consolidation of another era (e.g. "0.14", audio kept as a list)
+    consolidation_era: str | None = None
     graph_step: Callable | None = None  # optional: builds (fn, args) for the CUDA-graph check
     description: str = ""
     extra: dict = field(default_factory=dict)

@@ -10,6 +10,9 @@ CUDA: additionally ``torch.cuda.set_sync_debug_mode("warn")`` is armed (only aft
 around CUDA-graph capture raises) and every warning it emits is recorded with the Python stack at
 that moment.
 
+Under ``torch.inference_mode()`` (how vLLM runs models) ``.item()``/``int()``/``float()`` reach Python
+dispatch as ``aten.item`` and ``bool()`` as ``aten.is_nonzero``; both are recorded too.
+
 Every event is attributed to the innermost frame that lies in the model's own source files, so the
 report names the line that synced (``modeling_x.py:123 in forward: codes.item()``).
 """
@@ -177,7 +180,10 @@ class SyncSpy:
 
 
 class _DispatchSpy(TorchDispatchMode):
-    _SCALAR = {torch.ops.aten._local_scalar_dense.default}
+    # under torch.inference_mode() (how vLLM runs models) CompositeImplicit ops are not decomposed before
+    # Python dispatch: .item()/int()/float() arrive as aten.item and bool() as aten.is_nonzero instead of
+    # aten._local_scalar_dense (measured on torch 2.13 CPU)
+    _SCALAR = {torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default, torch.ops.aten.is_nonzero.default}
     _NONZERO = {torch.ops.aten.nonzero.default}
 
     def __init__(self, spy: SyncSpy):

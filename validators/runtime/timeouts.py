@@ -13,7 +13,7 @@ import ctypes
 import threading
 
 
-class CheckTimeout(Exception):
+class CheckTimeout(BaseException):  # not Exception: a model's `except Exception` must not swallow it
     """A check's model work exceeded its deadline."""
 
 

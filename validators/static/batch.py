@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import re
 
-from omnitts.validators.static.index import FUNC_TYPES, dotted
+from omnitts.validators.static.index import FUNC_TYPES, children, dotted
 
 BATCH_HOOKS = frozenset({"forward", "make_omni_output"})
 PER_REQUEST_PARAMS = frozenset(
@@ -99,7 +99,7 @@ def _own_nodes(fn: ast.AST):
     while stack:
         n = stack.pop()
         yield n
-        for c in ast.iter_child_nodes(n):
+        for c in children(n):
             if not isinstance(c, FUNC_TYPES + (ast.ClassDef, ast.Lambda)):
                 stack.append(c)
 

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+_CALLED = re.compile(r"(\w+)\s*\(")
 PER_STEP_ENTRIES = frozenset({"forward", "make_omni_output", "compute_logits", "preprocess", "postprocess", "sample"})
 FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
@@ -62,17 +63,25 @@ def _guard_atom(test: ast.AST) -> bool:
 
 
 def is_run_once_test(test: ast.AST) -> bool:
-    """True for a branch taken once (lazy init, first sight of a key) or only when debugging."""
+    """True for a branch taken once (lazy init, first sight of a key) or only when debugging.
+    Cached on the node: the index and every flow walker ask about the same branches."""
+    cached = getattr(test, "_omni_once", None)
+    if cached is None:
+        cached = _run_once(test)
+        test._omni_once = cached
+    return cached
+
+
+def _run_once(test: ast.AST) -> bool:
     if _guard_atom(test):
         return True
     if isinstance(test, ast.BoolOp):
-        if isinstance(test.op, ast.Or):
-            return any(is_run_once_test(v) for v in test.values)
         return any(is_run_once_test(v) for v in test.values)  # `a and self._x is None`: still once
-    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)} | {
-        n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute)
-    }
-    return any(_DEBUG_NAME.search(n) for n in names)
+    for n in walk(test):
+        t = type(n)
+        if (t is ast.Name and _DEBUG_NAME.search(n.id)) or (t is ast.Attribute and _DEBUG_NAME.search(n.attr)):
+            return True
+    return False
 
 
 def is_graph_capture(with_node: ast.With) -> bool:
@@ -87,6 +96,8 @@ class FuncInfo:
     cls: str | None
     _calls: list[tuple[ast.Call, bool, bool]] | None = None  # (call, in_loop, guarded), built lazily
     _generator: bool | None = None
+    text: str | None = None  # source lines of the function (set by ModuleIndex when it has the source)
+    callable_names: object = None  # compiled regex of names an in-file call could use
 
     @property
     def name(self) -> str:
@@ -95,6 +106,13 @@ class FuncInfo:
     def _scan(self) -> None:
         calls: list[tuple[ast.Call, bool, bool]] = []
         gen = False
+        if self.callable_names is not None and self.text is not None and not (
+            self.callable_names & set(_CALLED.findall(self.text)) or "self." in self.text or "super()" in self.text
+        ):
+            # No in-file callee is named in the body: only the generator flag is needed.
+            self._calls = []
+            self._generator = "yield" in (self.text or "")
+            return
         for stmt, ctx in iter_stmts(self.node.body):
             for expr in stmt_exprs(stmt):
                 for n, comp in walk_expr(expr):
@@ -171,14 +189,21 @@ class ClassInfo:
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+# Fields that only hold context/operator singletons (Load, Store, Add, Eq, ...) or plain values.
+_NO_CHILD_FIELDS = {"ctx", "op", "ops", "id", "attr", "value_kind", "kind", "type_comment", "name", "asname", "module",
+                    "level", "is_async", "conversion", "lineno", "col_offset"}
 
 
 def children(n: ast.AST) -> list[ast.AST]:
-    """ast.iter_child_nodes without the generator overhead (hot path of every walk)."""
+    """ast.iter_child_nodes without the generator overhead and without the Load/Store/operator
+    singletons every expression carries (hot path of every walk)."""
     t = type(n)
     fields = _FIELDS.get(t)
     if fields is None:
-        fields = _FIELDS[t] = tuple(t._fields)
+        skip = set(_NO_CHILD_FIELDS)
+        if t is ast.Constant:
+            skip.add("value")
+        fields = _FIELDS[t] = tuple(f for f in t._fields if f not in skip)
     out = []
     for f in fields:
         v = getattr(n, f, None)
@@ -189,6 +214,15 @@ def children(n: ast.AST) -> list[ast.AST]:
         elif isinstance(v, ast.AST):
             out.append(v)
     return out
+
+
+def walk(node: ast.AST) -> Iterator[ast.AST]:
+    """ast.walk, faster (no generator per node); order is depth-first, not breadth-first."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(children(n))
 
 
 def walk_expr(node: ast.AST, in_loop: bool = False) -> Iterator[tuple[ast.AST, bool]]:
@@ -281,8 +315,9 @@ def _cached(fn: ast.AST) -> bool:
 
 
 class ModuleIndex:
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, lines: list[str] | None = None) -> None:
         self.tree = tree
+        self._lines = lines
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, FuncInfo] = {}  # qualname -> info (module functions and methods)
         self.module_funcs: dict[str, FuncInfo] = {}
@@ -293,7 +328,12 @@ class ModuleIndex:
             elif isinstance(node, FUNC_TYPES):
                 info = self._add_func(node, node.name, None)
                 self.module_funcs[node.name] = info
-        self.per_step, self.hot = self._hotness()
+        self._hot: tuple[set[str], set[str]] | None = None
+        if lines is not None:
+            names = set(self.module_funcs) | set(self.classes) | {f.name for f in self.functions.values()}
+            for f in self.functions.values():
+                f.text = "\n".join(lines[f.node.lineno - 1 : f.node.end_lineno])
+                f.callable_names = names
 
     # --- construction -------------------------------------------------------------------------
     def _add_class(self, node: ast.ClassDef, qual: str) -> None:
@@ -311,12 +351,26 @@ class ModuleIndex:
         self.functions[qual] = info
         self._spans.append((node.lineno, node.end_lineno or node.lineno, qual))
         # Nested defs (closures) sit directly in statement bodies; lambdas are not functions here.
+        if self._lines is not None and "def " not in "\n".join(self._lines[node.lineno : node.end_lineno]):
+            return info
         for stmt, _ctx in iter_stmts(node.body):
             if isinstance(stmt, FUNC_TYPES):
                 self._add_func(stmt, f"{qual}.{stmt.name}", cls)
         return info
 
     # --- queries ------------------------------------------------------------------------------
+    @property
+    def per_step(self) -> set[str]:
+        if self._hot is None:
+            self._hot = self._hotness()
+        return self._hot[0]
+
+    @property
+    def hot(self) -> set[str]:
+        if self._hot is None:
+            self._hot = self._hotness()
+        return self._hot[1]
+
     def method(self, cls: str | None, name: str) -> FuncInfo | None:
         seen = set()
         while cls and cls not in seen:

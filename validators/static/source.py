@@ -51,7 +51,15 @@ class SourceFile:
     def index(self):
         from omnitts.validators.static.index import ModuleIndex
 
-        return ModuleIndex(self.tree)
+        return ModuleIndex(self.tree, self.lines)
+
+    def node_text(self, node: ast.AST) -> str:
+        """Source lines a node spans (cached): the cheap textual prefilter rules run per function."""
+        cache = self.__dict__.setdefault("_node_text", {})
+        key = id(node)
+        if key not in cache:
+            cache[key] = "\n".join(self.lines[node.lineno - 1 : node.end_lineno])
+        return cache[key]
 
     def segment(self, node: ast.AST) -> str:
         """Source text of a node (ast.get_source_segment re-splits the whole file on every call)."""

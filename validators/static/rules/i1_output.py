@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import re
 
-from omnitts.validators.static.index import FUNC_TYPES, dotted, iter_stmts
+from omnitts.validators.static.index import FUNC_TYPES, dotted, iter_stmts, walk
 from omnitts.validators.static.rule import Invalid, Report, Rule, Valid, register
 from omnitts.validators.static.source import SourceFile
 
@@ -245,7 +245,7 @@ CONSOLIDATION_FILES = (
 
 
 def _mentions_audio(test: ast.AST) -> bool:
-    for n in ast.walk(test):
+    for n in walk(test):
         if isinstance(n, ast.Compare):
             for part in [n.left, *n.comparators]:
                 if isinstance(part, ast.Constant) and part.value == "audio":
@@ -260,10 +260,10 @@ def _mentions_audio(test: ast.AST) -> bool:
 def consolidation_skips(tree: ast.Module) -> list[tuple[ast.AST, str]]:
     """`continue` statements that skip the audio key inside a consolidation function."""
     found = []
-    for fn in ast.walk(tree):
+    for fn in walk(tree):
         if not isinstance(fn, FUNC_TYPES) or "consolidat" not in fn.name:
             continue
-        for n in ast.walk(fn):
+        for n in walk(fn):
             if isinstance(n, ast.If) and _mentions_audio(n.test) and any(isinstance(s, ast.Continue) for s in n.body):
                 found.append((n, fn.name))
     return found

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from omnitts.validators.static.index import FUNC_TYPES, dotted
+from omnitts.validators.static.index import FUNC_TYPES, dotted, walk
 from omnitts.validators.static.rule import CONSUMER, CONSUMER_PATH, Invalid, Rule, Valid, register
 from omnitts.validators.static.source import SourceFile
 
@@ -82,7 +82,7 @@ def _scopes(tree: ast.Module):
         return out
 
     yield tree, own(tree.body)
-    for fn in ast.walk(tree):
+    for fn in walk(tree):
         if isinstance(fn, FUNC_TYPES):
             yield fn, own(fn.body)
 
@@ -178,7 +178,7 @@ def _handles_list(nodes: list[ast.AST], names: set[str]) -> bool:
             last = fname.split(".")[-1]
             if any(h in last for h in LIST_HANDLERS):
                 for a in n.args:
-                    if any(isinstance(x, ast.Name) and x.id in names for x in ast.walk(a)):
+                    if any(isinstance(x, ast.Name) and x.id in names for x in walk(a)):
                         return True
     return False
 

@@ -8,8 +8,9 @@ tensor or a host value, so CPU-side bookkeeping is not reported.
 from __future__ import annotations
 
 import ast
+import re
 
-from omnitts.validators.static.index import Ctx
+from omnitts.validators.static.index import Ctx, walk
 from omnitts.validators.static.rule import Invalid, Report, Rule, Valid, register
 from omnitts.validators.static.source import SourceFile
 from omnitts.validators.static.index import dotted
@@ -50,7 +51,7 @@ class _SyncWalker(FlowWalker):
             return
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in _ANOMALY_LOG and "log" in dotted(func.value).lower():
-            for arg in ast.walk(node):
+            for arg in walk(node):
                 self.consumed.add(id(arg))
             return
         if id(node) in self.consumed:
@@ -96,6 +97,9 @@ class _SyncWalker(FlowWalker):
                       "evaluating it syncs; use torch.where/masking or decide on the host once per step")
 
 
+_HAS_LOOP = re.compile(r"\bfor\b|\bwhile\b")
+
+
 def _is_item(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "item" and not node.args
 
@@ -110,8 +114,16 @@ def analyze(src: SourceFile) -> dict[str, list[Report]]:
     if cached is None:
         out: dict[str, dict[int, Report]] = {r: {} for r in (I3_ITEM, I3_COPY, I3_CAST, I3_FILL, I3_FLOW)}
         params: dict[str, dict[str, str]] = {}
-        for fn, hot in per_step_functions(src.index):
-            _SyncWalker(src, fn, hot, out, params).run()
+        fns = list(per_step_functions(src.index))
+        # Only functions with a hot region need the walk; callers are walked when a callee is, so
+        # that call-site argument kinds reach it (callers come first in the order).
+        need = {fn.qualname for fn, hot in fns if hot or _HAS_LOOP.search(src.node_text(fn.node))}
+        for fn, _hot in reversed(fns):
+            if fn.qualname not in need and any(t.qualname in need for t, _l, _g in src.index.callees(fn)):
+                need.add(fn.qualname)
+        for fn, hot in fns:
+            if fn.qualname in need:
+                _SyncWalker(src, fn, hot, out, params).run()
         cached = {r: sorted(v.values(), key=lambda rep: (rep.line, rep.col)) for r, v in out.items()}
         src.__dict__["_i3"] = cached
     return cached

@@ -12,7 +12,7 @@ from omnitts.validators.static.batch import (
     per_request_lists,
     request_counts,
 )
-from omnitts.validators.static.index import FUNC_TYPES, dotted, is_self_attr
+from omnitts.validators.static.index import FUNC_TYPES, dotted, is_self_attr, walk
 from omnitts.validators.static.rule import Invalid, Rule, Valid, register
 from omnitts.validators.static.source import SourceFile
 
@@ -35,7 +35,7 @@ def _hooks(src: SourceFile):
     for cls in src.index.classes.values():
         for name in BATCH_HOOKS:
             fn = cls.methods.get(name)
-            if fn is not None:
+            if fn is not None and any(k in src.node_text(fn.node) for k in _LISTS):
                 yield fn
 
 
@@ -49,10 +49,22 @@ def _len_one_guarded(fn: ast.AST, node: ast.AST) -> bool:
     return False
 
 
+_LISTS = ("runtime_additional_information", "model_intermediate_buffer", "infos", "info_dicts", "request_infos",
+          "runtime_info", "split_request", "per_request")
+
+
 def _loops(fn: ast.AST):
-    lists = per_request_lists(fn)
-    counts = request_counts(fn, lists)
-    return lists, [n for n in own_nodes(fn) if isinstance(n, ast.For) and loop_binds_request(n, lists, counts)]
+    """(per-request list names, loops over them), memoized on the function node."""
+    cached = getattr(fn, "_omni_loops", None)
+    if cached is None:
+        lists = per_request_lists(fn)
+        if lists:
+            counts = request_counts(fn, lists)
+            cached = (lists, [n for n in own_nodes(fn) if isinstance(n, ast.For) and loop_binds_request(n, lists, counts)])
+        else:
+            cached = (lists, [])
+        fn._omni_loops = cached
+    return cached
 
 
 @register
@@ -92,7 +104,7 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
 
     def check(self, src: SourceFile):
         for fn in _hooks(src):
-            lists = per_request_lists(fn.node)
+            lists = _loops(fn.node)[0]
             for n in own_nodes(fn.node):
                 if not (isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and n.slice.value == 0):
                     continue
@@ -108,7 +120,7 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
 
 
 def _names_in(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return {n.id for n in walk(node) if isinstance(n, ast.Name)}
 
 
 def _output_exprs(fn: ast.AST) -> list[ast.AST]:

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from omnitts.validators.static.batch import per_request_loops
-from omnitts.validators.static.index import FUNC_TYPES, ClassInfo, FuncInfo, dotted, is_self_attr, iter_stmts
+from omnitts.validators.static.index import FUNC_TYPES, ClassInfo, FuncInfo, dotted, is_self_attr, iter_stmts, walk
 from omnitts.validators.static.rule import Invalid, Rule, Valid, register
 from omnitts.validators.static.source import SourceFile
 from omnitts.validators.static.tensors import bind_args
@@ -101,31 +101,32 @@ class DictOps:
 
 
 class ClassState:
-    """State analysis of one model class: id sources per function, per-request dicts and frees."""
+    """State analysis of one model class: per-request dicts, their inserts (with the id source of
+    each key) and frees, and what the finish hook reaches. Only methods whose text mentions a dict
+    attribute are analyzed; id sources of parameters come from in-class call sites, lazily."""
 
     def __init__(self, src: SourceFile, cls: ClassInfo) -> None:
         self.src, self.cls = src, cls
         self.idev = IdEval(src.facts.request_id_keys)
-        self.envs: dict[str, dict[str, set[str]]] = {}
-        self.params: dict[str, dict[str, set[str]]] = {}
-        methods = list(cls.methods.values())
-        hook = cls.methods.get(FINISH_HOOK)
-        if hook is not None:
-            args = [a.arg for a in hook.node.args.args[1:]]
-            if args:
-                self.params.setdefault(hook.qualname, {})[args[0]] = {SCHED}
-        for _ in range(2):  # call-site argument sources reach callees on the second pass
-            for fn in methods:
-                self.envs[fn.qualname] = self._env(fn)
+        self._envs: dict[str, dict[str, set[str]]] = {}
         self.dicts = self._dict_attrs()
         self.ops: dict[str, DictOps] = {d: DictOps() for d in self.dicts}
-        for fn in methods:
-            self._collect_ops(fn)
-        self.finish = self._finish_closure()
+        self.finish: set[str] = set()
+        if not self.dicts:
+            return
+        pattern = re.compile(r"self\.(" + "|".join(re.escape(d) for d in sorted(self.dicts)) + r")\b")
+        for fn in cls.methods.values():
+            if pattern.search(src.node_text(fn.node)):
+                self._collect_ops(fn)
+        if any(o.inserts for o in self.ops.values()):
+            self.finish = self._finish_closure()
 
     # --- id sources -----------------------------------------------------------------------
-    def _env(self, fn: FuncInfo) -> dict[str, set[str]]:
-        env: dict[str, set[str]] = {k: set(v) for k, v in self.params.get(fn.qualname, {}).items()}
+    def env(self, fn: FuncInfo, depth: int = 0) -> dict[str, set[str]]:
+        if fn.qualname in self._envs:
+            return self._envs[fn.qualname]
+        self._envs[fn.qualname] = {}  # cycles
+        env: dict[str, set[str]] = self._param_sources(fn, depth)
         for stmt, _ctx in iter_stmts(fn.node.body):
             if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
                 srcs = self.idev.sources(stmt.value, env)
@@ -136,22 +137,35 @@ class ClassState:
                 srcs = self.idev.sources(stmt.iter, env)
                 if srcs:
                     env[stmt.target.id] = srcs
-            if not isinstance(stmt, FUNC_TYPES):
-                for expr in _own_exprs(stmt):
-                    for n in ast.walk(expr):
-                        if isinstance(n, ast.Call):
-                            self._bind(fn, n, env)
+        self._envs[fn.qualname] = env
         return env
 
-    def _bind(self, fn: FuncInfo, call: ast.Call, env: dict[str, set[str]]) -> None:
-        target = self.src.index.resolve(fn, call)
-        if target is None or target.cls != self.cls.name:
-            return
-        slot = self.params.setdefault(target.qualname, {})
-        for name, arg in bind_args(self.src.index, target, call):
-            srcs = self.idev.sources(arg, env)
-            if srcs:
-                slot[name] = slot.get(name, set()) | srcs
+    def _param_sources(self, fn: FuncInfo, depth: int) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        if fn.name == FINISH_HOOK:
+            args = [a.arg for a in fn.node.args.args[1:]]
+            if args:
+                out[args[0]] = {SCHED}
+            return out
+        if depth > 2:
+            return out
+        needle = f".{fn.name}("
+        for caller in self.cls.methods.values():
+            if caller is fn or needle not in self.src.node_text(caller.node):
+                continue
+            cenv = self.env(caller, depth + 1)
+            for stmt, _ctx in iter_stmts(caller.node.body):
+                if isinstance(stmt, FUNC_TYPES):
+                    continue
+                for expr in _own_exprs(stmt):
+                    for n in walk(expr):
+                        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == fn.name:
+                            if self.src.index.resolve(caller, n) is fn:
+                                for name, arg in bind_args(self.src.index, fn, n):
+                                    srcs = self.idev.sources(arg, cenv)
+                                    if srcs:
+                                        out[name] = out.get(name, set()) | srcs
+        return out
 
     # --- dict attributes and their operations ---------------------------------------------------
     def _dict_attrs(self) -> set[str]:
@@ -163,11 +177,14 @@ class ClassState:
         return out
 
     def _collect_ops(self, fn: FuncInfo) -> None:
-        env = self.envs.get(fn.qualname, {})
+        env = None
         for stmt, _ctx in iter_stmts(fn.node.body):
+            if isinstance(stmt, FUNC_TYPES):
+                continue
             if isinstance(stmt, ast.Assign):
                 for t in stmt.targets:
                     if isinstance(t, ast.Subscript) and (d := is_self_attr(t.value)) in self.ops:
+                        env = env if env is not None else self.env(fn)
                         self.ops[d].inserts.append((fn, stmt, t.slice, self._key_sources(t.slice, env)))
                     elif (d := is_self_attr(t)) in self.ops and fn.name != "__init__" and isinstance(stmt.value, ast.Dict | ast.Call):
                         self.ops[d].frees.append((fn, stmt))
@@ -175,30 +192,31 @@ class ClassState:
                 for t in stmt.targets:
                     if isinstance(t, ast.Subscript) and (d := is_self_attr(t.value)) in self.ops:
                         self.ops[d].frees.append((fn, stmt))
-            if isinstance(stmt, FUNC_TYPES):
-                continue
-            for n in ast.walk(stmt) if not isinstance(stmt, ast.If | ast.For | ast.While | ast.With | ast.Try) else \
-                    [x for e in _own_exprs(stmt) for x in ast.walk(e)]:
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
-                    d = is_self_attr(n.func.value)
-                    if d not in self.ops:
+            for expr in _own_exprs(stmt):
+                for n in walk(expr):
+                    if type(n) is not ast.Call:
                         continue
-                    m = n.func.attr
-                    if m in ("pop", "clear"):
-                        self.ops[d].frees.append((fn, n))
-                    elif m == "popitem":
-                        self.ops[d].frees.append((fn, n))
-                        self.ops[d].bounded = True
-                    elif m == "setdefault" and n.args:
-                        self.ops[d].inserts.append((fn, n, n.args[0], self._key_sources(n.args[0], env)))
-                elif isinstance(n, ast.Call) and dotted(n.func) == "len" and n.args and is_self_attr(n.args[0]) in self.ops:
-                    self.ops[is_self_attr(n.args[0])].bounded = True
+                    if isinstance(n.func, ast.Attribute):
+                        d = is_self_attr(n.func.value)
+                        if d not in self.ops:
+                            continue
+                        m = n.func.attr
+                        if m in ("pop", "clear"):
+                            self.ops[d].frees.append((fn, n))
+                        elif m == "popitem":
+                            self.ops[d].frees.append((fn, n))
+                            self.ops[d].bounded = True
+                        elif m == "setdefault" and n.args:
+                            env = env if env is not None else self.env(fn)
+                            self.ops[d].inserts.append((fn, n, n.args[0], self._key_sources(n.args[0], env)))
+                    elif dotted(n.func) == "len" and n.args and is_self_attr(n.args[0]) in self.ops:
+                        self.ops[is_self_attr(n.args[0])].bounded = True
 
     def _key_sources(self, key: ast.AST, env: dict[str, set[str]]) -> set[str]:
         srcs = self.idev.sources(key, env)
-        if not srcs and any(_REQ_NAME.search(n.id) for n in ast.walk(key) if isinstance(n, ast.Name)):
+        if not srcs and any(_REQ_NAME.search(n.id) for n in walk(key) if isinstance(n, ast.Name)):
             srcs = {"named"}
-        if not srcs and any(_REQ_NAME.search(n.attr) for n in ast.walk(key) if isinstance(n, ast.Attribute)):
+        if not srcs and any(_REQ_NAME.search(n.attr) for n in walk(key) if isinstance(n, ast.Attribute)):
             srcs = {"named"}
         return srcs
 
@@ -212,7 +230,7 @@ class ClassState:
             return set()
         seeds = [hook]
         written = set()
-        for n in ast.walk(hook.node):
+        for n in walk(hook.node):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("update", "add", "extend", "append", "__setitem__"):
                 if (a := is_self_attr(n.func.value)) is not None:
                     written.add(a)
@@ -222,11 +240,11 @@ class ClassState:
                     if a is not None:
                         written.add(a)
         # Deferred cleanup: methods that read what the hook recorded (voxcpm2's _deferred_cleanup_ids).
-        for fn in self.cls.methods.values():
-            if fn is hook:
-                continue
-            if any(is_self_attr(n) in written for n in ast.walk(fn.node) if isinstance(n, ast.Attribute)):
-                seeds.append(fn)
+        if written:
+            pattern = re.compile(r"self\.(" + "|".join(re.escape(a) for a in sorted(written)) + r")\b")
+            for fn in self.cls.methods.values():
+                if fn is not hook and pattern.search(self.src.node_text(fn.node)):
+                    seeds.append(fn)
         seen: set[str] = set()
         work = list(seeds)
         while work:
@@ -280,13 +298,17 @@ def _m(body: str, finish: str = _FINISH) -> str:
     return _HDR + "\n".join("        " + line for line in body.strip().splitlines()) + "\n" + finish
 
 
+_ID_LITERAL = re.compile(r"""["'](request_id|req_id|global_request_id|_omni_req_id)["']""")
+
+
 def _all_id_reads(src: SourceFile):
     for fn in src.index.functions.values():
+        if not _ID_LITERAL.search(src.node_text(fn.node)):
+            continue
         for stmt, _ctx in iter_stmts(fn.node.body):
             if isinstance(stmt, FUNC_TYPES):
                 continue
-            for n in ast.walk(stmt) if not isinstance(stmt, ast.If | ast.For | ast.While | ast.With | ast.Try) else \
-                    [x for e in _own_exprs(stmt) for x in ast.walk(e)]:
+            for n in (x for e in _own_exprs(stmt) for x in walk(e)):
                 r = id_read(n)
                 if r is not None:
                     yield fn, stmt, n, r
@@ -295,13 +317,13 @@ def _all_id_reads(src: SourceFile):
 def _primary_reads(stmt: ast.AST) -> set[int]:
     """ids of id reads that are fallbacks (not primary) in `a or b` / `.get(k, fallback)` chains."""
     fallbacks: set[int] = set()
-    for n in ast.walk(stmt):
+    for n in (x for e in _own_exprs(stmt) for x in walk(e)):
         if isinstance(n, ast.BoolOp):
             for v in n.values[1:]:
-                fallbacks |= {id(x) for x in ast.walk(v)}
+                fallbacks |= {id(x) for x in walk(v)}
         r = id_read(n)
         if r is not None and r[1] is not None:
-            fallbacks |= {id(x) for x in ast.walk(r[1])}
+            fallbacks |= {id(x) for x in walk(r[1])}
     return fallbacks
 
 
@@ -398,8 +420,8 @@ return input_ids, input_embeds, {}'''), line=11, message="falls back to"),
             elif default is not None and isinstance(default, ast.BoolOp) and _is_const(default.values[-1]):
                 const = default.values[-1].value
             else:
-                for n in ast.walk(stmt):
-                    if isinstance(n, ast.BoolOp) and isinstance(n.op, ast.Or) and any(x is node for v in n.values[:-1] for x in ast.walk(v)):
+                for n in walk(stmt):
+                    if isinstance(n, ast.BoolOp) and isinstance(n.op, ast.Or) and any(x is node for v in n.values[:-1] for x in walk(v)):
                         if _is_const(n.values[-1]):
                             const = n.values[-1].value
             if const is not None and (stmt.lineno, key) not in seen:
@@ -566,7 +588,8 @@ class Code2Wav(torch.nn.Module):
             if not buffers:
                 continue
             for fn in cls.methods.values():
-                if fn.qualname not in src.index.per_step:
+                text = src.node_text(fn.node)
+                if ("OmniOutput" not in text and "model_outputs" not in text) or fn.qualname not in src.index.per_step:
                     continue
                 yield from self._check_fn(fn, buffers)
 
@@ -580,16 +603,16 @@ class Code2Wav(torch.nn.Module):
         emitted: set[str] = set()
         sinks: list[ast.AST] = []
         for s in stmts:
-            for n in ast.walk(s) if isinstance(s, ast.Return | ast.Expr | ast.Assign) else []:
+            for n in walk(s) if isinstance(s, ast.Return | ast.Expr | ast.Assign) else []:
                 if isinstance(n, ast.Call) and dotted(n.func).split(".")[-1] == "OmniOutput":
                     for kw in n.keywords:
                         if kw.arg == "multimodal_outputs":
-                            emitted |= {x.id for x in ast.walk(kw.value) if isinstance(x, ast.Name)}
+                            emitted |= {x.id for x in walk(kw.value) if isinstance(x, ast.Name)}
                             sinks += _dict_values(kw.value)
                 elif isinstance(n, ast.Dict):
                     for k, v in zip(n.keys, n.values):
                         if isinstance(k, ast.Constant) and k.value in ("model_outputs", "audio"):
-                            emitted |= {x.id for x in ast.walk(v) if isinstance(x, ast.Name)}
+                            emitted |= {x.id for x in walk(v) if isinstance(x, ast.Name)}
                             sinks += _elements(v)
         for s in stmts:
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute):
@@ -664,10 +687,10 @@ class Model(torch.nn.Module):
         index = src.index
         for cls in index.classes.values():
             for fn in cls.methods.values():
-                if fn.qualname not in index.per_step:
+                if fn.qualname not in index.per_step or not _SELF_ASSIGN.search(src.node_text(fn.node)):
                     continue
                 loops = per_request_loops(fn.node)
-                loop_vars = {id(loop): {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)} for loop in loops}
+                loop_vars = {id(loop): {n.id for n in walk(loop.target) if isinstance(n, ast.Name)} for loop in loops}
                 for stmt, _ctx in iter_stmts(fn.node.body):
                     if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
                         continue
@@ -684,11 +707,14 @@ class Model(torch.nn.Module):
                     for loop in loops:
                         if not (loop.lineno <= stmt.lineno <= (loop.end_lineno or loop.lineno)):
                             continue
-                        names = {n.id for n in ast.walk(v) if isinstance(n, ast.Name)}
+                        names = {n.id for n in walk(v) if isinstance(n, ast.Name)}
                         if names & loop_vars[id(loop)] and STATE_WORDS.search(attr) and not _is_flagish(v):
                             yield Rule.at(stmt, f"`self.{attr}` is set from each request's data inside the per-request "
                                           f"loop of `{fn.qualname}`: the last request wins for the whole batch")
                             break
+
+
+_SELF_ASSIGN = re.compile(r"self\.\w+\s*=[^=]")
 
 
 def _is_flagish(v: ast.AST) -> bool:

@@ -7,7 +7,7 @@ import ast
 import re
 import sys
 
-from omnitts.validators.static.index import Ctx, dotted
+from omnitts.validators.static.index import Ctx, dotted, walk
 from omnitts.validators.static.rule import CODE, MODEL, Invalid, Rule, Valid, register
 from omnitts.validators.static.source import SourceFile
 from omnitts.validators.static.tensors import CPU, INFO, FlowWalker, per_step_functions
@@ -158,13 +158,13 @@ class OmniOpenAIServingSpeech:
             extracted: dict[str, tuple[ast.AST, str]] = {}
             loads: dict[str, int] = {}
             log_loads: dict[str, int] = {}
-            for n in ast.walk(fn.node):
+            for n in walk(fn.node):
                 if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
                     field = _request_field(n.value, reqs)
                     if field:
                         extracted.setdefault(n.targets[0].id, (n, field))
                 elif isinstance(n, ast.Call) and re.search(r"(^|\.)(logger|logging|log)\.", dotted(n.func) + "."):
-                    for x in ast.walk(n):
+                    for x in walk(n):
                         if isinstance(x, ast.Name):
                             log_loads[x.id] = log_loads.get(x.id, 0) + 1
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
@@ -190,6 +190,9 @@ def _request_field(node: ast.AST, reqs: set[str]) -> str | None:
 # --- codec device ---------------------------------------------------------------------------------
 _DECODE_METHODS = {"decode", "chunked_decode", "decode_codes", "codes_to_audio", "vocode", "decode_code", "detokenize_audio"}
 _CODEC_ATTR = re.compile(r"codec|decoder|vocoder|dac|vae|audio_tokenizer|code2wav|token2wav|bigvgan|hifigan", re.I)
+
+
+_DECODE_CALL = re.compile(r"\.(" + "|".join(sorted(_DECODE_METHODS)) + r")\(|self\.\w*(" + _CODEC_ATTR.pattern + r")\w*\(", re.I)
 
 
 class _DeviceWalker(FlowWalker):
@@ -256,5 +259,6 @@ class Code2Wav(torch.nn.Module):
     def check(self, src: SourceFile):
         out: dict[int, object] = {}
         for fn, hot in per_step_functions(src.index):
-            _DeviceWalker(src, fn, hot, out).run()
+            if _DECODE_CALL.search(src.node_text(fn.node)):
+                _DeviceWalker(src, fn, hot, out).run()
         yield from sorted(out.values(), key=lambda r: (r.line, r.col))

@@ -1,0 +1,290 @@
+"""The model catalog: every reference model and mutant a validator can be pointed at.
+
+``list_models()`` names the correct models first, then the mutants (``<model>@<bug>``); ``get_subject(name)``
+returns a ``Subject`` with everything needed to run, check or lint that model. Mutant sources are materialised
+once per content hash under ``$OMNITTS_CACHE`` (default ``~/.cache/omnitts``) and imported from there under
+``omnitts_mutants.<model>__<bug>``; nothing here needs cookiecutter, libcst or soundfile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import shutil
+import sys
+import tempfile
+import types
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from omnitts.reference_models import driver, hf_reference
+from omnitts.reference_models.mutants import MUTANTS, Mutant
+
+REFERENCE_DIR = Path(__file__).resolve().parent
+MUTANT_ROOT_PACKAGE = "omnitts_mutants"
+
+# model -> (pattern, stage modules and classes in stage order, config module and class)
+_MODELS: dict[str, dict[str, Any]] = {
+    "ref_two_stage": {
+        "pattern": "two-stage",
+        "stages": (
+            ("ref_two_stage_talker", "RefTwoStageTalkerForConditionalGeneration"),
+            ("ref_two_stage_code2wav", "RefTwoStageCode2Wav"),
+        ),
+        "config": ("configuration_ref_two_stage", "RefTwoStageConfig"),
+        "host_syncs_per_request_step": 0,
+    },
+    "ref_single_stage": {
+        "pattern": "single-stage",
+        "stages": (("modeling_ref_single_stage", "RefSingleStageForGeneration"),),
+        "config": ("configuration_ref_single_stage", "RefSingleStageConfig"),
+        # the generator reads its chunk's stop flags back once (after the frame loop): it must know where to stop
+        "host_syncs_per_request_step": 1,
+    },
+    "ref_native_ar": {
+        "pattern": "native-ar",
+        "stages": (("modeling_ref_native_ar", "RefNativeArForConditionalGeneration"),),
+        "config": ("configuration_ref_native_ar", "RefNativeArConfig"),
+        "host_syncs_per_request_step": 0,
+    },
+}
+
+CORRECT_CHECKS = (
+    "parity-reference",
+    "I1-stream-equals-offline",
+    "I1-model-outputs-every-step",
+    "I3-no-host-sync",
+    "I4-concurrency",
+    "I5-state-freed",
+    "I5-outputs-not-aliased",
+)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One model under validation: a correct reference model or a mutant of one.
+
+    Stage classes are in stage order (AR stage first); the last stage emits the audio. ``source_files`` are the
+    files of this subject (the mutated copies for a mutant): the model package, the stage input processor and the
+    deploy config, for static rules. ``expected_checks`` are the checks that must flag a mutant (for a correct model:
+    the checks it must pass); ``static_rule_family`` is set when, on a CPU-only machine, only static rules see it.
+    """
+
+    name: str
+    model: str
+    pattern: str
+    bug: str | None
+    description: str | None
+    reproduces: str | None
+    root: Path
+    package: str
+    stage_classes: tuple[type, ...]
+    config_class: type
+    processor: types.ModuleType | None
+    deploy_path: Path
+    deploy_yaml: str
+    deploy_config: dict[str, Any]
+    consolidation: str
+    source_files: tuple[Path, ...]
+    expected_checks: tuple[str, ...]
+    static_rule_family: str | None
+    host_syncs_per_request_step: int
+    request_id_keys: tuple[str, ...] = ("request_id",)
+    patched_files: tuple[str, ...] = field(default=())
+
+    @property
+    def is_mutant(self) -> bool:
+        return self.bug is not None
+
+    def make_config(self, **overrides: Any) -> Any:
+        """The model's config (tiny defaults; weights are drawn from ``seed``)."""
+        return self.config_class(**overrides)
+
+    def build(self, device: str | torch.device = "cpu", config: Any | None = None) -> tuple[torch.nn.Module, ...]:
+        """Instantiate every stage as the harness does (``Cls(config=cfg)``), on ``device``, in eval mode."""
+        config = config if config is not None else self.make_config()
+        return tuple(cls(config=config).to(device).eval() for cls in self.stage_classes)
+
+    def reference(self, device: str | torch.device = "cpu", config: Any | None = None) -> Any:
+        """The HF-style reference of the base (correct) model; ``.generate(text)`` returns a ``ReferenceOutput``."""
+        return hf_reference.make_reference(self.model, config=config, device=device)
+
+    def generate(self, text: str, device: str | torch.device = "cpu") -> hf_reference.ReferenceOutput:
+        return self.reference(device).generate(text)
+
+    def stage_deploy(self, stage_id: int) -> dict[str, Any]:
+        for stage in self.deploy_config.get("stages") or []:
+            if stage.get("stage_id") == stage_id:
+                return stage
+        return {}
+
+    def engine_config(self, **overrides: Any) -> driver.EngineConfig:
+        """Scheduling knobs for ``driver`` from the deploy config (``max_num_seqs``, async chunk, chunk sizes)."""
+        extra: dict[str, Any] = {}
+        for connector in (self.deploy_config.get("connectors") or {}).values():
+            extra.update((connector or {}).get("extra") or {})
+        values: dict[str, Any] = {
+            "max_num_seqs": int(self.stage_deploy(0).get("max_num_seqs", 1)),
+            "decoder_max_num_seqs": int(self.stage_deploy(1).get("max_num_seqs", 1)),
+            "async_chunk": bool(self.deploy_config.get("async_chunk", False)),
+            "consolidation": self.consolidation,
+            "request_id_key": self.request_id_keys[0],
+        }
+        if "codec_chunk_frames" in extra:
+            values["codec_chunk_frames"] = int(extra["codec_chunk_frames"])
+        if "codec_left_context_frames" in extra:
+            values["codec_left_context_frames"] = int(extra["codec_left_context_frames"])
+        values.update(overrides)
+        return driver.EngineConfig(**values)
+
+    def run(
+        self,
+        texts: list[str],
+        device: str | torch.device = "cpu",
+        *,
+        arrival_steps: list[int] | None = None,
+        abort_steps: dict[int, int] | None = None,
+        stages: tuple[torch.nn.Module, ...] | None = None,
+        spy: driver.HostSyncSpy | None = None,
+        **engine_overrides: Any,
+    ) -> list[driver.RequestRecord]:
+        """Serve ``texts`` through the miniature engine; returns one ``RequestRecord`` per text, in order."""
+        stages = stages if stages is not None else self.build(device)
+        config = self.engine_config(**engine_overrides)
+        records = driver.make_requests(
+            texts, stages[0].config.encode_text, arrival_steps=arrival_steps, abort_steps=abort_steps
+        )
+        if self.pattern == "two-stage":
+            return driver.run_two_stage(stages[0], stages[1], self.processor, records, config, spy=spy)
+        return driver.run_single_stage(stages[0], records, config, spy=spy)
+
+
+def list_models() -> list[str]:
+    """Correct models first, then mutants (``<model>@<bug>``), each group in declaration order."""
+    return [*_MODELS, *MUTANTS]
+
+
+def get_subject(name: str) -> Subject:
+    """The subject called ``name`` (``ref_two_stage``, ``ref_two_stage@replay``, ...)."""
+    if name in _MODELS:
+        return _subject(name, None)
+    if name in MUTANTS:
+        return _subject(MUTANTS[name].model, MUTANTS[name])
+    raise KeyError(f"unknown model {name!r}; known: {', '.join(list_models())}")
+
+
+def base_files(model: str) -> dict[str, bytes]:
+    """The committed render of a correct model, ``{path relative to its root: bytes}``."""
+    root = REFERENCE_DIR / model
+    return {
+        path.relative_to(root).as_posix(): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+
+
+def apply_patches(files: dict[str, bytes], patches: tuple[Any, ...]) -> dict[str, bytes]:
+    """Apply declared patches; each ``old`` snippet must occur exactly once in its file."""
+    out = dict(files)
+    for patch in patches:
+        text = out[patch.file].decode("utf-8")
+        count = text.count(patch.old)
+        if count != 1:
+            raise ValueError(f"patch for {patch.file} matches {count} times (must be exactly once): {patch.old!r}")
+        out[patch.file] = text.replace(patch.old, patch.new).encode("utf-8")
+    return out
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("OMNITTS_CACHE") or Path.home() / ".cache" / "omnitts")
+
+
+def _mutant_package_name(mutant: Mutant) -> str:
+    return f"{mutant.model}__{mutant.bug.replace('-', '_')}"
+
+
+@cache
+def _materialise(name: str) -> tuple[Path, str]:
+    """Write a mutant's sources under the cache dir (once per content hash); returns (root dir, package prefix)."""
+    mutant = MUTANTS[name]
+    files = apply_patches(base_files(mutant.model), mutant.patches)
+    digest = hashlib.sha256(b"".join(k.encode() + b"\0" + v for k, v in sorted(files.items()))).hexdigest()[:16]
+    package = _mutant_package_name(mutant)
+    root = cache_dir() / "mutants" / f"{package}-{digest}"
+    if not root.is_dir():
+        root.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{package}-", dir=root.parent))
+        for rel, data in files.items():
+            path = staging / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        try:
+            staging.rename(root)
+        except OSError:  # another process got there first; its copy has the same content
+            shutil.rmtree(staging, ignore_errors=True)
+    prefix = f"{MUTANT_ROOT_PACKAGE}.{package}"
+    if MUTANT_ROOT_PACKAGE not in sys.modules:
+        top = types.ModuleType(MUTANT_ROOT_PACKAGE)
+        top.__path__ = []
+        sys.modules[MUTANT_ROOT_PACKAGE] = top
+    pkg = types.ModuleType(prefix)
+    pkg.__path__ = [str(root)]
+    sys.modules[prefix] = pkg
+    return root, prefix
+
+
+def _load_yaml(text: str) -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load(text) or {}
+
+
+@cache
+def _subject(model: str, mutant: Mutant | None) -> Subject:
+    spec = _MODELS[model]
+    if mutant is None:
+        root, prefix = REFERENCE_DIR / model, f"omnitts.reference_models.{model}"
+    else:
+        root, prefix = _materialise(mutant.name)
+    package = f"{prefix}.models.{model}"
+    stage_classes = tuple(
+        getattr(importlib.import_module(f"{package}.{module}"), cls) for module, cls in spec["stages"]
+    )
+    config_module, config_class = spec["config"]
+    processor = None
+    if spec["pattern"] == "two-stage":
+        processor = importlib.import_module(f"{prefix}.stage_input_processors.{model}")
+    deploy_path = root / "deploy" / f"{model}.yaml"
+    deploy_yaml = deploy_path.read_text(encoding="utf-8")
+    sources = tuple(
+        path
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".yaml")
+    )
+    return Subject(
+        name=model if mutant is None else mutant.name,
+        model=model,
+        pattern=spec["pattern"],
+        bug=None if mutant is None else mutant.bug,
+        description=None if mutant is None else mutant.description,
+        reproduces=None if mutant is None else mutant.reproduces,
+        root=root,
+        package=package,
+        stage_classes=stage_classes,
+        config_class=getattr(importlib.import_module(f"{package}.{config_module}"), config_class),
+        processor=processor,
+        deploy_path=deploy_path,
+        deploy_yaml=deploy_yaml,
+        deploy_config=_load_yaml(deploy_yaml),
+        consolidation="v0.20" if mutant is None else mutant.consolidation,
+        source_files=sources,
+        expected_checks=CORRECT_CHECKS if mutant is None else mutant.checks,
+        static_rule_family=None if mutant is None else mutant.static_rule_family,
+        host_syncs_per_request_step=spec["host_syncs_per_request_step"],
+        patched_files=() if mutant is None else tuple(sorted({p.file for p in mutant.patches})),
+    )

@@ -1,0 +1,447 @@
+"""Mutants: one small, declared variation of a correct reference model per bug class.
+
+A mutant is named ``<model>@<bug>`` and is declared here, never copy-pasted: a list of ``Patch(file, old, new)``
+applied to the committed render of its base model (``old`` must occur exactly once), a variation of the harness
+(the output consolidation) or of the deploy config. The first docstring line of each declaring function is the
+one-line description, the rest names the real bug it reproduces. ``tests/reference_models/test_mutants.py`` proves
+that each mutant's sources differ from its base only inside the declared snippets, and shows each symptom.
+
+Check ids (what a validator is expected to flag): runtime checks ``parity-reference``,
+``I1-stream-equals-offline``, ``I1-model-outputs-every-step``, ``I3-no-host-sync``, ``I4-concurrency``,
+``I5-state-freed``, ``I5-outputs-not-aliased``, ``device-codec-placement`` (needs CUDA),
+``import-without-optional-deps``; static rules ``static:OMNI-<family>-<n>`` (docs/reference_models.md).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+
+TALKER = "models/ref_two_stage/ref_two_stage_talker.py"
+CODE2WAV = "models/ref_two_stage/ref_two_stage_code2wav.py"
+PROCESSOR = "stage_input_processors/ref_two_stage.py"
+TWO_STAGE_DEPLOY = "deploy/ref_two_stage.yaml"
+GENERATOR = "models/ref_single_stage/modeling_ref_single_stage.py"
+NATIVE = "models/ref_native_ar/modeling_ref_native_ar.py"
+NATIVE_FLOW = "models/ref_native_ar/ref_native_ar_flow.py"
+
+
+@dataclass(frozen=True)
+class Patch:
+    """Replace the one occurrence of ``old`` in ``file`` (relative to the model's render root) by ``new``."""
+
+    file: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class Mutant:
+    model: str
+    bug: str
+    description: str
+    reproduces: str
+    patches: tuple[Patch, ...]
+    consolidation: str
+    checks: tuple[str, ...]
+    static_rule_family: str | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}@{self.bug}"
+
+
+MUTANTS: dict[str, Mutant] = {}
+
+
+def mutant(
+    model: str,
+    bug: str,
+    *,
+    checks: tuple[str, ...],
+    consolidation: str = "v0.20",
+    static_rule_family: str | None = None,
+) -> Callable[[Callable[[], list[Patch]]], Callable[[], list[Patch]]]:
+    """Register the mutant a function declares: its docstring describes it, its return value is its patches."""
+
+    def register(declare: Callable[[], list[Patch]]) -> Callable[[], list[Patch]]:
+        doc = inspect.getdoc(declare) or ""
+        description, _, reproduces = doc.partition("\n")
+        entry = Mutant(
+            model=model,
+            bug=bug,
+            description=description.strip(),
+            reproduces=" ".join(reproduces.split()),
+            patches=tuple(declare()),
+            consolidation=consolidation,
+            checks=checks,
+            static_rule_family=static_rule_family,
+        )
+        if entry.name in MUTANTS:
+            raise ValueError(f"mutant {entry.name} declared twice")
+        MUTANTS[entry.name] = entry
+        return declare
+
+    return register
+
+
+# ---------------------------------------------------------------------------------------------------------- two-stage
+
+
+@mutant("ref_two_stage", "truncation", checks=("I1-stream-equals-offline",))
+def _truncation() -> list[Patch]:
+    """The async-chunk processor resets the request's codes every step instead of accumulating them.
+
+    Fish Speech `fix: accumulate audio_codes across steps`: each step overwrote the code buffer, so windows never
+    filled up and only the frames of the final step reached the decoder; streamed audio is truncated.
+    """
+    return [
+        Patch(
+            PROCESSOR,
+            '        frames.extend(_valid_frames((pooling_output.get("codes") or {}).get("audio")))\n',
+            '        frames[:] = _valid_frames((pooling_output.get("codes") or {}).get("audio"))  # only this step\n',
+        )
+    ]
+
+
+@mutant("ref_two_stage", "early-return", checks=("I1-model-outputs-every-step", "static:OMNI-I1-002"))
+def _early_return() -> list[Patch]:
+    """The decoder's nothing-to-decode early return emits ``sr`` but no ``model_outputs``.
+
+    Fish Speech `fix: ensure ALL return paths emit model_outputs`: a branch that returned before building the
+    audio list left the step without ``model_outputs``, and the serving layer silently dropped that step.
+    """
+    return [
+        Patch(
+            CODE2WAV,
+            '                multimodal_outputs={"model_outputs": [empty] * num_req, "sr": [sr] * num_req},\n',
+            '                multimodal_outputs={"sr": [sr] * num_req},\n',
+        )
+    ]
+
+
+@mutant("ref_two_stage", "host-sync-cpu", checks=("I3-no-host-sync", "static:OMNI-I3-002"))
+def _host_sync_cpu() -> list[Patch]:
+    """A debug log inside the talker's per-request step loop calls ``.cpu()`` on the step's codes.
+
+    Invariant I3 (`.cpu()` in a hot loop): log arguments are evaluated even when DEBUG is off, so every step and
+    request pays a GPU->CPU copy and a stream sync.
+    """
+    return [
+        Patch(
+            TALKER,
+            "            state.frame_idx = state.frame_idx + 1\n",
+            "            state.frame_idx = state.frame_idx + 1\n"
+            '            logger.debug("request %d codes %s", i, codes[i].cpu())\n',
+        )
+    ]
+
+
+@mutant("ref_two_stage", "host-sync-tolist", checks=("I3-no-host-sync", "static:OMNI-I3-002"))
+def _host_sync_tolist() -> list[Patch]:
+    """The decoder checks each request's window for stop codes with ``.tolist()`` inside its per-request loop.
+
+    Invariant I3 (`.tolist()` in a hot loop): the defensive check copies every window to the host and syncs the
+    stream once per request and step, serialising the decoder with the talker.
+    """
+    return [
+        Patch(
+            CODE2WAV,
+            "            frames = segment.numel() // self._num_quantizers\n",
+            "            if min(segment.tolist()) < 0:  # skip windows that still hold stop frames\n"
+            "                continue\n"
+            "            frames = segment.numel() // self._num_quantizers\n",
+        )
+    ]
+
+
+@mutant("ref_two_stage", "buffer-view", checks=("I5-outputs-not-aliased", "parity-reference"))
+def _buffer_view() -> list[Patch]:
+    """The code predictor returns its static (CUDA-graph) output buffers instead of copies.
+
+    CUDA-graph example in the guide (`return self.output_buf.clone()`): a view of a persistent buffer is
+    overwritten by the next step, so every frame the engine kept by reference turns into the last frame.
+    """
+    return [
+        Patch(
+            TALKER,
+            "        return loop.codes.clone(), loop.stop.clone()\n",
+            "        return loop.codes, loop.stop  # the static buffers themselves, no copy\n",
+        )
+    ]
+
+
+@mutant(
+    "ref_two_stage",
+    "wrong-device",
+    checks=("device-codec-placement", "static:OMNI-INT-006"),
+    static_rule_family="OMNI-INT",
+)
+def _wrong_device() -> list[Patch]:
+    """The decoder moves the codes to a hard-coded CPU device instead of the decoder's device.
+
+    Fish Speech `fix: use model device for CUDA stream`: codec tensors on the wrong device crash on CUDA (or fall
+    back to a silent CPU decode); on a CPU-only machine nothing shows, so only static rules see it there.
+    """
+    return [
+        Patch(
+            CODE2WAV,
+            "            codes = codes.to(device=device, dtype=torch.long)\n",
+            '            codes = codes.to(device="cpu", dtype=torch.long)\n',
+        )
+    ]
+
+
+@mutant("ref_two_stage", "wrong-hop", checks=("I1-stream-equals-offline", "parity-reference"))
+def _wrong_hop() -> list[Patch]:
+    """The decoder trims left context with a hard-coded hop length (256) instead of the product of its strides.
+
+    Guide Phase 2 "Hop length: audio duration wrong, streaming noise" and Phase 4 "context_audio_samples =
+    context_frames * hop_length": each chunk keeps a sliver of already-emitted context, so the stream repeats audio.
+    """
+    return [
+        Patch(
+            CODE2WAV,
+            "        self._hop_length = self.config.hop_length\n",
+            "        self._hop_length = 256  # hop length of the codec this model started from\n",
+        )
+    ]
+
+
+@mutant("ref_two_stage", "break-first", checks=("I4-concurrency",))
+def _break_first() -> list[Patch]:
+    """The decoder leaves its per-request loop after the first request of the batch.
+
+    Batch collapse (I4, per-request state isolation): with more than one window per decoder step, every request
+    but the first gets an empty chunk; a single-request smoke test never sees it.
+    """
+    return [
+        Patch(
+            CODE2WAV,
+            "            audios[i] = wav[left_context * self._hop_length :].to(torch.float32)\n",
+            "            audios[i] = wav[left_context * self._hop_length :].to(torch.float32)\n"
+            "            break  # stage 1 is configured for one request per step\n",
+        )
+    ]
+
+
+@mutant("ref_two_stage", "max-num-seqs-1", checks=("static:OMNI-INT-001", "I4-concurrency"))
+def _max_num_seqs_1() -> list[Patch]:
+    """The AR stage (stage 0) of the deploy config allows one sequence at a time.
+
+    Guide Phase 2 "AR stage max_num_seqs" / RFC #2568: with max_num_seqs 1 on the talker, concurrent requests are
+    served one after another; the second request's first audio waits for the first request to finish.
+    """
+    return [
+        Patch(
+            TWO_STAGE_DEPLOY,
+            "  - stage_id: 0\n    max_num_seqs: 4\n",
+            "  - stage_id: 0\n    max_num_seqs: 1\n",
+        )
+    ]
+
+
+# ------------------------------------------------------------------------------------------------------- single-stage
+
+
+@mutant("ref_single_stage", "replay", checks=("I1-stream-equals-offline", "parity-reference"))
+def _replay() -> list[Patch]:
+    """The generator re-decodes the utterance from frame 0 each step and yields all of it.
+
+    Fish Speech `fix: emit delta audio not full waveform`: cumulative output under a delta contract; streaming
+    clients hear the audio replayed on every chunk and the offline audio grows as O(N^2).
+    """
+    return [
+        Patch(
+            GENERATOR,
+            "        start = max(0, emitted_frames - self._left_context_frames)\n"
+            "        waveform = self.codec(codes[None, :, start:])[0]\n"
+            "        return waveform[(emitted_frames - start) * self._hop_length :].to(torch.float32)\n",
+            "        waveform = self.codec(codes[None])[0]  # re-decode the utterance from frame 0\n"
+            "        return waveform.to(torch.float32)\n",
+        )
+    ]
+
+
+@mutant(
+    "ref_single_stage",
+    "const-request-key",
+    checks=("I4-concurrency", "I5-state-freed", "static:OMNI-I5-001", "static:OMNI-I5-002"),
+)
+def _const_request_key() -> list[Patch]:
+    """The request key is read from ``_omni_req_id`` with a constant fallback ``"0"``.
+
+    The guide's I5 snippet and single-stage skeleton (`str(info.get("_omni_req_id", "0"))`): no released engine
+    sets that key, so all requests share one generator (crosstalk under concurrency) and the finish hook, which
+    receives the scheduler ids, never frees it.
+    """
+    return [
+        Patch(
+            GENERATOR,
+            "    for key in _REQUEST_ID_KEYS:\n"
+            "        value = info.get(key)\n"
+            "        if isinstance(value, list):\n"
+            "            value = value[0] if value else None\n"
+            "        if value is not None:\n"
+            "            return str(value)\n"
+            '    raise KeyError(f"request info has none of the request id keys {_REQUEST_ID_KEYS}; keys present: '
+            '{sorted(info)}")\n',
+            '    return str(info.get("_omni_req_id", "0"))\n',
+        )
+    ]
+
+
+@mutant("ref_single_stage", "tensor-branch", checks=("I3-no-host-sync", "static:OMNI-I3-005"))
+def _tensor_branch() -> list[Patch]:
+    """The generator's frame loop leaves early with ``if done: break`` on a device tensor.
+
+    Invariant I3 (no Python control flow on tensor values): the "optimisation" reads the stop flag back to the
+    host on every frame, a sync per frame instead of one per chunk, and breaks CUDA-graph capture.
+    """
+    return [
+        Patch(
+            GENERATOR,
+            "            stopped[f] = done\n",
+            "            stopped[f] = done\n"
+            "            if done:  # nothing left to generate in this chunk\n"
+            "                break\n",
+        )
+    ]
+
+
+@mutant("ref_single_stage", "batch-first", checks=("I4-concurrency",))
+def _batch_first() -> list[Patch]:
+    """A new request's generator is built from the first request's prompt slice of the batch.
+
+    Batch collapse, "taking the first request's data" (the 0.14 Qwen3-TTS wrapper read
+    `runtime_additional_information[0]` only): concurrent requests all speak the first request's text.
+    """
+    return [
+        Patch(
+            GENERATOR,
+            "            prompt = input_ids[offset : offset + span]\n",
+            "            prompt = input_ids[:span]\n",
+        )
+    ]
+
+
+@mutant("ref_single_stage", "batch-flag", checks=("I4-concurrency",))
+def _batch_flag() -> list[Patch]:
+    """One end-of-stream flag for the whole batch: EOS only when every request yielded its last chunk.
+
+    The guide's single-stage skeleton (`self._ar_emit_stop_token = all(last_flags)`): a request that finishes
+    early is kept alive, its dropped generator is recreated and replays the utterance until the slowest finishes.
+    """
+    return [
+        Patch(
+            GENERATOR,
+            "        self._last_chunk_flags = flags\n",
+            "        self._last_chunk_flags = [all(flags)] * len(flags)\n",
+        )
+    ]
+
+
+@mutant("ref_single_stage", "abort-leak", checks=("I5-state-freed",))
+def _abort_leak() -> list[Patch]:
+    """The finish hook does nothing: generators are dropped only after their last chunk, never on abort.
+
+    MOSS-TTS-Nano's `on_requests_finished` docstring: cancel, timeout or preemption otherwise leak the generator
+    (and skip its cleanup); per-request state must be freed on finish and abort (I5).
+    """
+    return [
+        Patch(
+            GENERATOR,
+            "        for req_id in finished_req_ids:\n"
+            "            stream = self._stream_gens.pop(str(req_id), None)\n"
+            "            if stream is not None:\n"
+            "                stream[1].close()\n",
+            "        del finished_req_ids  # forward() drops a generator after its last chunk\n",
+        )
+    ]
+
+
+@mutant(
+    "ref_single_stage",
+    "optional-import",
+    checks=("import-without-optional-deps", "static:OMNI-INT-004"),
+)
+def _optional_import() -> list[Patch]:
+    """The optional ``soundfile`` is imported at module top instead of lazily.
+
+    Guide "Optional Dependency Handling" (references/optional-deps.md): the model module no longer imports where
+    the optional package is missing, a failure that only shows after deployment.
+    """
+    return [
+        Patch(
+            GENERATOR,
+            "\nimport torch\nimport torch.nn.functional as F\n",
+            "\nimport soundfile as sf\nimport torch\nimport torch.nn.functional as F\n",
+        ),
+        Patch(GENERATOR, "        import soundfile as sf\n\n        sf.write(", "        sf.write("),
+    ]
+
+
+@mutant(
+    "ref_single_stage", "consolidation-skips-audio", checks=("I1-stream-equals-offline",), consolidation="skip-audio"
+)
+def _consolidation_skips_audio() -> list[Patch]:
+    """The engine's output consolidation skips the ``audio`` key (a harness variation; the model is unchanged).
+
+    vLLM-Omni 0.14/0.16 `_consolidate_multimodal_tensors` (`if k == "audio": continue`, invariant I1 step 2):
+    offline consumers get the per-step chunk list instead of one waveform, and code that takes the final value
+    gets only the last chunk.
+    """
+    return []
+
+
+# ---------------------------------------------------------------------------------------------------------- native-ar
+
+
+@mutant("ref_native_ar", "host-sync-item", checks=("I3-no-host-sync", "static:OMNI-I3-001"))
+def _host_sync_item() -> list[Patch]:
+    """The flow head's Euler loop converts the step size with ``.item()``.
+
+    VoxCPM2's CFM solver comment ("`.fill_(t.item())` would sync") and invariant I3: one GPU->CPU sync per solver
+    step, ``flow_steps`` per frame per request.
+    """
+    return [
+        Patch(
+            NATIVE_FLOW,
+            "            dt = self.t_span[i + 1] - self.t_span[i]\n",
+            "            dt = (self.t_span[i + 1] - self.t_span[i]).item()\n",
+        )
+    ]
+
+
+@mutant("ref_native_ar", "last-wins", checks=("I4-concurrency",))
+def _last_wins() -> list[Patch]:
+    """``make_omni_output`` emits the last request's delta for every request of the batch.
+
+    Batch collapse, "a last-wins variable emitted for all": the loop variable outlives the loop; alone each
+    request sounds right, under concurrency every request hears the last one's audio.
+    """
+    return [
+        Patch(
+            NATIVE,
+            "            outputs.append(audio)\n            latents.append(latent)\n        if not infos:",
+            "        outputs = [audio for _ in infos]  # the loop's last delta\n"
+            "        latents = [latent for _ in infos]\n        if not infos:",
+        )
+    ]
+
+
+@mutant("ref_native_ar", "state-leak", checks=("I5-state-freed",))
+def _state_leak() -> list[Patch]:
+    """The finish hook never frees per-request state (KV caches, decode pads, pending audio).
+
+    VoxCPM2's `_active_states` leak warning ("possible cleanup path leak") and invariant I5: state must be freed
+    when the scheduler reports a request finished or aborted, or memory grows with every request served.
+    """
+    return [
+        Patch(
+            NATIVE,
+            "        for req_id in finished_req_ids:\n            self._states.pop(str(req_id), None)\n",
+            "        del finished_req_ids  # states are replaced when a request id comes back\n",
+        )
+    ]

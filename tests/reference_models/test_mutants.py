@@ -1,0 +1,266 @@
+"""Mutants: each differs from its correct model only in its declared variation, and each shows its symptom."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import sys
+
+import pytest
+import torch
+
+from omnitts.reference_models import driver
+from omnitts.reference_models.catalog import apply_patches, base_files, get_subject, list_models
+from omnitts.reference_models.mutants import MUTANTS
+
+# ------------------------------------------------------------------------------------------ declared, not copy-pasted
+
+
+def test_catalog_lists_correct_models_then_mutants():
+    names = list_models()
+    assert names[:3] == ["ref_two_stage", "ref_single_stage", "ref_native_ar"]
+    assert names[3:] == list(MUTANTS)
+    for name in names[3:]:
+        model, bug = name.split("@")
+        assert model in names[:3] and bug and bug == bug.lower()
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_mutant_is_declared_with_its_real_bug(name):
+    mutant = MUTANTS[name]
+    assert mutant.description and mutant.reproduces and mutant.checks
+    subject = get_subject(name)
+    assert subject.is_mutant and subject.bug == mutant.bug and subject.model == mutant.model
+    assert tuple(subject.expected_checks) == mutant.checks
+
+
+def _changed_lines(base: str, mutated: str) -> set[int]:
+    changed = set()
+    matcher = difflib.SequenceMatcher(a=base.splitlines(), b=mutated.splitlines(), autojunk=False)
+    for tag, _a0, _a1, b0, b1 in matcher.get_opcodes():
+        if tag in ("replace", "insert"):
+            changed |= set(range(b0, b1))
+        elif tag == "delete":
+            changed.add(b0)
+    return changed
+
+
+def _snippet_lines(text: str, snippet: str) -> set[int]:
+    start = text.index(snippet)
+    first = text.count("\n", 0, start)
+    return set(range(first, first + max(1, snippet.count("\n") + (0 if snippet.endswith("\n") else 1))))
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_mutant_differs_from_its_model_only_where_declared(name):
+    mutant = MUTANTS[name]
+    subject = get_subject(name)
+    base = base_files(mutant.model)
+    mutated = {
+        p.relative_to(subject.root).as_posix(): p.read_bytes()
+        for p in subject.root.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+    assert set(mutated) == set(base)
+    assert mutated == apply_patches(base, mutant.patches)
+    patched = {p.file for p in mutant.patches}
+    for rel in base:
+        if rel not in patched:
+            assert mutated[rel] == base[rel], f"{rel} changed but no patch declares it"
+            continue
+        text = mutated[rel].decode()
+        allowed: set[int] = set()
+        undone = text
+        for patch in (p for p in mutant.patches if p.file == rel):
+            assert text.count(patch.new) == 1
+            allowed |= _snippet_lines(text, patch.new)
+            undone = undone.replace(patch.new, patch.old)
+        assert undone == base[rel].decode(), f"undoing the declared patches of {rel} does not give the base"
+        stray = _changed_lines(base[rel].decode(), text) - allowed
+        assert not stray, f"{rel}: lines {sorted(stray)} changed outside the declared snippets"
+    if not mutant.patches:
+        assert mutant.consolidation != "v0.20", "a mutant without patches must vary the harness"
+
+
+# --------------------------------------------------------------------------------------------------------- symptoms
+
+
+def _served_pair(served, name: str, **overrides):
+    """(mutant records, correct model records) for the same scenario."""
+    return served(name, **overrides), served(name.split("@")[0], **overrides)
+
+
+def test_truncation_streams_less_audio_than_offline(served):
+    for bad, good in zip(*_served_pair(served, "ref_two_stage@truncation"), strict=True):
+        assert bad.stream.numel() < good.stream.numel()
+    offline = served("ref_two_stage@truncation", async_chunk=False)
+    assert all(o.stream.numel() == g.stream.numel() for o, g in zip(offline, served("ref_two_stage"), strict=True))
+
+
+def test_early_return_step_has_no_model_outputs(device):
+    """The decoder step that only carries a finished sentinel (no frames left) loses ``model_outputs``."""
+    for name, expect in (("ref_two_stage", True), ("ref_two_stage@early-return", False)):
+        code2wav = get_subject(name).build(device)[1]
+        sentinel = {"codes": {"audio": []}, "meta": {"left_context_size": 0, "finished": torch.tensor(True)}}
+        out = code2wav(
+            input_ids=torch.zeros(0, dtype=torch.long, device=device),
+            positions=None,
+            runtime_additional_information=[sentinel],
+            seq_token_counts=[0],
+        )
+        assert ("model_outputs" in out.multimodal_outputs) is expect
+
+
+def _syncs(name: str, device: str, texts, arrivals) -> tuple[int, int]:
+    spy = driver.HostSyncSpy()
+    records = get_subject(name).run(texts, device, arrival_steps=arrivals, spy=spy)
+    return spy.count(), sum(len(r.output_token_ids) for r in records)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ref_two_stage@host-sync-cpu",
+        "ref_two_stage@host-sync-tolist",
+        "ref_single_stage@tensor-branch",
+        "ref_native_ar@host-sync-item",
+    ],
+)
+def test_host_sync_mutants_sync_in_the_hot_loop(name, device, texts, arrivals):
+    subject = get_subject(name)
+    syncs, request_steps = _syncs(name, device, texts, arrivals)
+    base_syncs, _ = _syncs(subject.model, device, texts, arrivals)
+    assert syncs > subject.host_syncs_per_request_step * request_steps
+    assert syncs > base_syncs
+
+
+def test_buffer_view_frames_are_overwritten_by_the_next_step(device, texts):
+    subject = get_subject("ref_two_stage@buffer-view")
+    talker = subject.build(device)[0]
+    runner = driver.ARStageRunner(talker)
+    record = driver.make_requests(texts[:1], talker.config.encode_text)[0]
+    kept = []
+    for _ in range(3):
+        result = runner.execute([record], set())
+        record.output_token_ids.append(result.tokens[0])
+        frame = result.payloads[0]["codes"]["audio"]
+        kept.append((frame, frame.clone()))
+    assert not all(torch.equal(frame, copy) for frame, copy in kept)
+
+
+def test_buffer_view_corrupts_the_consolidated_codes(device, served, references):
+    """Offline (non-async) decoding reads the frames the engine kept by reference: they all became one frame."""
+    if not device == "cpu":
+        pytest.skip("on CUDA the runner copies each step's payload to the CPU before the aliasing can bite")
+    records = served("ref_two_stage@buffer-view", async_chunk=False)
+    bad = [
+        r
+        for r, ref in zip(records, references("ref_two_stage"), strict=True)
+        if r.stream.shape != ref.waveform.shape or not torch.allclose(r.stream, ref.waveform, atol=1e-4)
+    ]
+    assert bad
+
+
+def test_wrong_device_decodes_away_from_the_decoder(device):
+    subject = get_subject("ref_two_stage@wrong-device")
+    if not device.startswith("cuda"):
+        source = (subject.root / "models/ref_two_stage/ref_two_stage_code2wav.py").read_text()
+        assert 'device="cpu"' in source  # one device on this machine: only the static rule (OMNI-INT-006) sees it
+        pytest.skip("codec-on-the-wrong-device needs a second device to show at runtime")
+    code2wav = subject.build(device)[1]
+    codes = torch.zeros(code2wav.config.num_code_groups * 4, dtype=torch.long, device=device)
+    with pytest.raises(RuntimeError):
+        code2wav(input_ids=codes, positions=None, runtime_additional_information=[{"meta": {"left_context_size": 0}}])
+
+
+def test_wrong_hop_streams_more_audio_than_offline(served):
+    offline = served("ref_two_stage@wrong-hop", async_chunk=False)
+    for streamed, whole in zip(served("ref_two_stage@wrong-hop"), offline, strict=True):
+        assert streamed.stream.numel() > whole.stream.numel()
+
+
+def test_break_first_silences_all_but_the_first_window(device, texts):
+    """Whenever the decoder batches more than one window per step, the others come back empty."""
+    runs = [
+        get_subject(name).run(texts, device, decoder_max_num_seqs=4)
+        for name in ("ref_two_stage@break-first", "ref_two_stage")
+    ]
+    bad, good = runs
+    assert bad[0].stream.numel() == good[0].stream.numel()
+    assert any(b.stream.numel() < g.stream.numel() for b, g in zip(bad[1:], good[1:], strict=True))
+
+
+def test_max_num_seqs_1_serialises_concurrent_requests(device, texts):
+    subject = get_subject("ref_two_stage@max-num-seqs-1")
+    assert subject.engine_config().max_num_seqs == 1 and subject.stage_deploy(1)["max_num_seqs"] == 1
+    records = subject.run(texts, device)  # all three arrive together
+    good = get_subject("ref_two_stage").run(texts, device)
+    assert records[1].first_audio_step > records[0].finish_step
+    assert good[1].first_audio_step < good[0].finish_step
+
+
+def test_replay_streams_more_audio_than_offline(served, references):
+    for record, ref in zip(served("ref_single_stage@replay"), references("ref_single_stage"), strict=True):
+        assert record.stream.numel() > ref.waveform.numel()
+
+
+@pytest.mark.parametrize(
+    "name", ["ref_single_stage@const-request-key", "ref_single_stage@batch-first", "ref_native_ar@last-wins"]
+)
+def test_batch_mutants_differ_under_concurrency_only(name, device, texts, served):
+    subject = get_subject(name)
+    solo = [subject.run([text], device)[0] for text in texts]
+    good = served(subject.model)
+    for alone, reference in zip(solo, good, strict=True):  # alone, each request is fine ...
+        torch.testing.assert_close(alone.stream, reference.stream, atol=1e-4, rtol=0)
+    together = served(name)  # ... together they are not
+    assert any(
+        a.stream.shape != b.stream.shape or not torch.allclose(a.stream, b.stream, atol=1e-4)
+        for a, b in zip(together, good, strict=True)
+    )
+
+
+def test_batch_flag_keeps_finished_requests_alive(served):
+    bad, good = _served_pair(served, "ref_single_stage@batch-flag", max_tokens=48)
+    assert bad[2].finish_step > good[2].finish_step  # the short request waits for the batch
+    assert bad[2].stream.numel() > good[2].stream.numel()  # and its recreated generator replays audio
+
+
+def test_abort_leak_keeps_the_aborted_generator(device, texts):
+    for name, leaked in (("ref_single_stage", False), ("ref_single_stage@abort-leak", True)):
+        subject = get_subject(name)
+        (model,) = subject.build(device)
+        records = subject.run(texts, device, abort_steps={0: 2}, stages=(model,))
+        assert records[0].aborted
+        assert (records[0].scheduler_id in model._stream_gens) is leaked
+
+
+def test_state_leak_keeps_every_request(device, texts, arrivals):
+    for name, leaked in (("ref_native_ar", 0), ("ref_native_ar@state-leak", len(texts))):
+        subject = get_subject(name)
+        (model,) = subject.build(device)
+        subject.run(texts, device, arrival_steps=arrivals, stages=(model,))
+        assert len(model._states) == leaked
+
+
+def test_optional_import_breaks_import_without_the_package(monkeypatch):
+    for name, breaks in (("ref_single_stage", False), ("ref_single_stage@optional-import", True)):
+        module = f"{get_subject(name).package}.modeling_ref_single_stage"
+        saved = sys.modules.pop(module)
+        try:
+            monkeypatch.setitem(sys.modules, "soundfile", None)  # "not installed"
+            if breaks:
+                with pytest.raises(ImportError):
+                    importlib.import_module(module)
+            else:
+                importlib.import_module(module)
+        finally:
+            monkeypatch.delitem(sys.modules, "soundfile")
+            sys.modules[module] = saved
+
+
+def test_consolidation_skipping_audio_leaves_offline_consumers_a_chunk_list(served):
+    for record in served("ref_single_stage@consolidation-skips-audio"):
+        assert isinstance(record.offline, list) and len(record.offline) == len(record.stream_chunks)
+        last = record.offline[-1]  # what code reading the final value as the waveform gets
+        assert last.numel() < record.stream.numel()

@@ -1,0 +1,131 @@
+"""Baseline (ratchet) file: existing findings a tree adopts the hook with, one entry per fingerprint.
+
+An entry is ``{path, rule, symbol, hash, count, reason}`` — no line numbers, so moving code keeps it
+valid. Comparing a run with the baseline:
+- findings beyond an entry's count (or with no entry) are new: the run fails;
+- an entry with fewer current findings than its count is fixed (partly): a notice asks to shrink it;
+- in a full scan, an entry with no current finding (or whose file is gone) is stale: the run fails;
+  in a partial scan (pre-commit on changed files) entries of files not scanned are ignored.
+The baseline is written only on request (``--write-baseline``) with a reason; CI never regenerates it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omnitts.validators.static.finding import Finding
+
+VERSION = 1
+DEFAULT_NAME = ".omnitts-lint-baseline.json"
+
+
+class BaselineError(ValueError):
+    pass
+
+
+@dataclass
+class Entry:
+    path: str
+    rule: str
+    symbol: str
+    hash: str
+    count: int
+    reason: str
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.path, self.rule, self.symbol, self.hash)
+
+
+@dataclass
+class Outcome:
+    new: list[Finding] = field(default_factory=list)
+    baselined: int = 0
+    notices: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)  # errors in a full scan
+
+
+def _rel(path: str, base: Path) -> str:
+    p = Path(path)
+    absp = p if p.is_absolute() else Path.cwd() / p
+    try:
+        return Path(os.path.relpath(absp.resolve(), base.resolve())).as_posix()
+    except ValueError:
+        return absp.as_posix()
+
+
+def load(path: Path) -> list[Entry]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise BaselineError(f"baseline {path} does not exist") from exc
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BaselineError(f"baseline {path} is not readable JSON: {exc}") from exc
+    if not isinstance(data, dict) or data.get("version") != VERSION or not isinstance(data.get("entries"), list):
+        raise BaselineError(f"baseline {path}: expected {{'version': {VERSION}, 'entries': [...]}}")
+    out = []
+    for i, e in enumerate(data["entries"]):
+        try:
+            entry = Entry(str(e["path"]), str(e["rule"]), str(e["symbol"]), str(e["hash"]), int(e["count"]), str(e["reason"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BaselineError(f"baseline {path}: entry {i} is malformed ({exc})") from exc
+        if not entry.reason.strip():
+            raise BaselineError(f"baseline {path}: entry {i} ({entry.rule} in {entry.path}) has no reason")
+        if entry.count < 1:
+            raise BaselineError(f"baseline {path}: entry {i} has count {entry.count}")
+        out.append(entry)
+    return out
+
+
+def entries_for(findings: list[Finding], base: Path, reason: str) -> list[Entry]:
+    counts = Counter((_rel(f.path, base), f.rule, f.symbol, f.stmt_hash) for f in findings if not f.rule.startswith("OMNI-META"))
+    return [Entry(p, r, s, h, n, reason) for (p, r, s, h), n in sorted(counts.items())]
+
+
+def write(path: Path, findings: list[Finding], reason: str) -> int:
+    if not reason.strip():
+        raise BaselineError("--write-baseline needs --reason: every entry must say why it is accepted")
+    entries = entries_for(findings, path.parent, reason)
+    data = {"version": VERSION, "entries": [e.__dict__ for e in entries]}
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return len(entries)
+
+
+def compare(findings: list[Finding], entries: list[Entry], base: Path, scanned: set[str] | None, full: bool) -> Outcome:
+    """``scanned``: relative paths (to ``base``) the run covered; None = everything."""
+    out = Outcome()
+    budget = {e.key: e for e in entries}
+    used: Counter = Counter()
+    for f in findings:
+        if f.rule.startswith("OMNI-META"):
+            out.new.append(f)  # parse errors, suppression problems and crashes are never baselined
+            continue
+        key = (_rel(f.path, base), f.rule, f.symbol, f.stmt_hash)
+        e = budget.get(key)
+        if e is not None and used[key] < e.count:
+            used[key] += 1
+            out.baselined += 1
+        else:
+            out.new.append(f)
+    for e in entries:
+        if scanned is not None and e.path not in scanned:
+            continue
+        n = used[e.key]
+        if n == 0 and (full or not (base / e.path).exists()):
+            out.stale.append(f"stale baseline entry: {e.rule} in {e.path} ({e.symbol}) no longer reported; remove it")
+        elif n < e.count:
+            out.notices.append(f"baseline entry {e.rule} in {e.path} ({e.symbol}) allows {e.count}, found {n}: "
+                               "lower its count (the ratchet only goes down)")
+    return out
+
+
+def find_default(start: Path) -> Path | None:
+    for cand in [start, *start.parents]:
+        f = cand / DEFAULT_NAME
+        if f.is_file():
+            return f
+    return None

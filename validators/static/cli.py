@@ -1,0 +1,165 @@
+"""`omnitts-lint PATH... [--format {text,json,github,sarif}] [--select RULES] [--baseline FILE] [--jobs N]`
+
+Exit codes: 0 clean, 1 findings (or stale baseline entries), 2 usage error or missing input,
+3 internal error (a rule crashed, a file could not be read): every failure mode is non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse exits 2 already; keep the message on one line
+        self.print_usage(sys.stderr)
+        print(f"omnitts-lint: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="omnitts-lint", description="Static checks of vLLM-Omni TTS integrations (invariants I1-I5).")
+    p.add_argument("paths", nargs="*", help="files or directories (default with --integration: the current directory)")
+    p.add_argument("--format", choices=("text", "json", "github", "sarif"), default="text")
+    p.add_argument("--select", help="comma-separated rule ids, prefixes (OMNI-I3) or invariants (I3, INT)")
+    p.add_argument("--baseline", help=f"baseline file (default: nearest ./{'.omnitts-lint-baseline.json'} above the paths)")
+    p.add_argument("--no-baseline", action="store_true", help="ignore any baseline file")
+    p.add_argument("--write-baseline", metavar="FILE", help="write current findings as a baseline (needs --reason)")
+    p.add_argument("--reason", default="", help="reason recorded on entries written by --write-baseline")
+    p.add_argument("--full-scan", action="store_true", help="reject stale baseline entries (CI); implied by --integration")
+    p.add_argument("--jobs", "-j", type=int, default=0, help="worker processes (0 = one per CPU)")
+    p.add_argument("--root", help="tree root for relative paths and target facts (default: detected)")
+    p.add_argument("--integration", action="store_true",
+                   help="run the tree-wide integration checks (configs, examples, consolidation)")
+    p.add_argument("--fix", action="store_true", help="apply safe autofixes, then report what remains")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the content-hash cache")
+    p.add_argument("--list-rules", action="store_true", help="list rules and exit")
+    p.add_argument("--rule", metavar="ID", help="explain one rule (with its examples) and exit")
+    p.add_argument("--output", "-o", help="write the report to a file instead of stdout")
+    return p
+
+
+def _explain(rule) -> str:
+    parts = rule.doc_parts()
+    out = [f"{rule.id} ({rule.name}) — invariant {rule.invariant}, severity {rule.severity}, scope {rule.scope}"
+           + (", autofix" if rule.fixable else ""), "", parts["what"], "", "Why: " + parts["why"], "", "Fix: " + parts["fix"]]
+    for title, cases in (("Invalid", rule.INVALID), ("Valid", rule.VALID)):
+        for c in cases[:2]:
+            out += ["", f"{title} ({c.path}):"]
+            body = c.code if c.code else "\n".join(f"# {k}\n{v}" for k, v in c.files.items())
+            out += ["    " + line for line in body.strip("\n").splitlines()]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # usage errors (and --help) return their code instead of exiting
+        return int(exc.code or 0) if isinstance(exc.code, int) or exc.code is None else EXIT_USAGE
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        return EXIT_INTERNAL
+    except SystemExit:
+        raise
+    except Exception as exc:  # fail closed, loudly
+        from omnitts.validators.static.engine import UsageError
+        from omnitts.validators.static.baseline import BaselineError
+
+        if isinstance(exc, (UsageError, BaselineError)):
+            print(f"omnitts-lint: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        import traceback
+
+        traceback.print_exc()
+        print(f"omnitts-lint: internal error: {exc.__class__.__name__}: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _run(args) -> int:
+    from omnitts.validators.static import engine
+
+    if args.list_rules:
+        for rid, rule in sorted(engine.all_rules().items()):
+            print(f"{rid:14} {rule.invariant:5} {rule.severity:8} {rule.summary()}")
+        return EXIT_OK
+    if args.rule:
+        rules = engine.all_rules()
+        if args.rule not in rules:
+            print(f"omnitts-lint: error: unknown rule {args.rule!r} (see --list-rules)", file=sys.stderr)
+            return EXIT_USAGE
+        sys.stdout.write(_explain(rules[args.rule]))
+        return EXIT_OK
+    if not args.paths and not args.integration:
+        print("omnitts-lint: error: no paths given", file=sys.stderr)
+        return EXIT_USAGE
+    if args.jobs < 0:
+        print("omnitts-lint: error: --jobs must be >= 0", file=sys.stderr)
+        return EXIT_USAGE
+
+    from omnitts.validators.static import api, baseline, formats
+
+    select = [s for s in (args.select or "").split(",") if s.strip()] or None
+    jobs = args.jobs or (os.cpu_count() or 1)
+    res = api.run(args.paths, select=select, root=args.root, integration=args.integration, jobs=jobs,
+                  use_cache=not args.no_cache and not args.fix)
+    findings = res.findings
+    if args.fix:
+        from omnitts.validators.static.fixes import apply_fixes
+
+        n, _rest = apply_fixes(findings)
+        print(f"omnitts-lint: applied {n} fix(es)", file=sys.stderr)
+        res = api.run(args.paths, select=select, root=args.root, integration=args.integration, jobs=jobs)
+        findings = res.findings
+
+    if args.write_baseline:
+        count = baseline.write(Path(args.write_baseline), findings, args.reason)
+        print(f"omnitts-lint: wrote {count} baseline entries to {args.write_baseline}", file=sys.stderr)
+        findings = [f for f in findings if f.rule.startswith("OMNI-META")]
+
+    stale: list[str] = []
+    bl_path = None if args.no_baseline or args.write_baseline else (
+        Path(args.baseline) if args.baseline else baseline.find_default(Path(args.paths[0] if args.paths else ".").resolve())
+    )
+    if bl_path is not None:
+        entries = baseline.load(bl_path)
+        base = bl_path.parent
+        full = args.full_scan or args.integration or any(Path(p).resolve() == base.resolve() for p in args.paths)
+        scanned = None if full else {baseline._rel(str(p), base) for p in _scanned_files(args.paths)}
+        outcome = baseline.compare(findings, entries, base, scanned, full)
+        findings, stale = outcome.new, outcome.stale
+        for note in outcome.notices:
+            print(f"omnitts-lint: notice: {note}", file=sys.stderr)
+        if outcome.baselined:
+            print(f"omnitts-lint: {outcome.baselined} finding(s) accepted by {bl_path}", file=sys.stderr)
+
+    report = formats.render(findings, args.format, engine.all_rules())
+    if args.output:
+        Path(args.output).write_text(report, encoding="utf-8")
+    else:
+        sys.stdout.write(report)
+    for line in stale:
+        print(f"omnitts-lint: error: {line}", file=sys.stderr)
+    for err in res.errors:
+        print(f"omnitts-lint: internal error: {err}", file=sys.stderr)
+    if res.errors or any(f.rule == "OMNI-META-004" for f in findings):
+        return EXIT_INTERNAL
+    if findings or stale:
+        if args.format == "text":
+            print(f"omnitts-lint: {len(findings)} finding(s) in {res.files} file(s)", file=sys.stderr)
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+def _scanned_files(paths: list[str]) -> list[Path]:
+    from omnitts.validators.static.engine import discover
+
+    return discover([Path(p) for p in paths])
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
