@@ -111,12 +111,6 @@ def test_early_return_step_has_no_model_outputs(device):
         assert ("model_outputs" in out.multimodal_outputs) is expect
 
 
-def _syncs(name: str, device: str, texts, arrivals) -> tuple[int, int]:
-    spy = driver.HostSyncSpy()
-    records = get_subject(name).run(texts, device, arrival_steps=arrivals, spy=spy)
-    return spy.count(), sum(len(r.output_token_ids) for r in records)
-
-
 @pytest.mark.parametrize(
     "name",
     [
@@ -126,12 +120,13 @@ def _syncs(name: str, device: str, texts, arrivals) -> tuple[int, int]:
         "ref_native_ar@host-sync-item",
     ],
 )
-def test_host_sync_mutants_sync_in_the_hot_loop(name, device, texts, arrivals):
+def test_host_sync_mutants_sync_in_the_hot_loop(name, device, texts):
+    """More host reads than the correct model's budget (0, or 1 per request and step for the generator)."""
     subject = get_subject(name)
-    syncs, request_steps = _syncs(name, device, texts, arrivals)
-    base_syncs, _ = _syncs(subject.model, device, texts, arrivals)
-    assert syncs > subject.host_syncs_per_request_step * request_steps
-    assert syncs > base_syncs
+    spy = driver.HostSyncSpy()
+    records = subject.run([texts[2], texts[0]], device, arrival_steps=[0, 1], spy=spy)
+    request_steps = sum(len(r.output_token_ids) for r in records)
+    assert spy.count() > subject.host_syncs_per_request_step * request_steps, spy.events[:3]
 
 
 def test_buffer_view_frames_are_overwritten_by_the_next_step(device, texts):
@@ -221,7 +216,7 @@ def test_batch_mutants_differ_under_concurrency_only(name, device, texts, served
 
 
 def test_batch_flag_keeps_finished_requests_alive(served):
-    bad, good = _served_pair(served, "ref_single_stage@batch-flag", max_tokens=48)
+    bad, good = _served_pair(served, "ref_single_stage@batch-flag", max_tokens=16)
     assert bad[2].finish_step > good[2].finish_step  # the short request waits for the batch
     assert bad[2].stream.numel() > good[2].stream.numel()  # and its recreated generator replays audio
 

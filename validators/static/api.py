@@ -12,7 +12,7 @@ from pathlib import Path
 from omnitts.validators.static import engine
 from omnitts.validators.static.engine import LintResult, UsageError
 from omnitts.validators.static.finding import Finding
-from omnitts.validators.static.treefacts import PKG, TreeContext, facts_for, find_root
+from omnitts.validators.static.treefacts import PKG, TreeContext, facts_for, find_model_root, find_root
 
 
 class LintError(RuntimeError):
@@ -25,9 +25,9 @@ def _tree_digest(ctx: TreeContext) -> str:
     from omnitts.validators.static.rules import i1_output, integration_layout
 
     h = hashlib.blake2b(digest_size=12)
-    rels = list(configs.config_files(ctx)) + [ctx.rel(p) for p in sorted((ctx.root / configs.MODELS).glob("*/pipeline.py"))]
+    rels = list(configs.config_files(ctx)) + [ctx.rel(p) for p in sorted((ctx.root / ctx.dir("models")).glob("*/pipeline.py"))]
     rels += list(i1_output.CONSOLIDATION_FILES)
-    rels += [ctx.rel(p) for p in sorted((ctx.root / "vllm_omni/model_executor/stage_input_processors").glob("*.py"))]
+    rels += [ctx.rel(p) for p in sorted((ctx.root / ctx.dir("stage_input_processors")).glob("*.py"))]
     for rel in rels:
         h.update(rel.encode())
         h.update(ctx.read(rel).encode())
@@ -66,8 +66,11 @@ def run(
     for p in paths:
         if not p.exists():
             raise UsageError(f"no such file or directory: {p}")
-    tree_root = find_root(Path(root) if root else paths[0])
-    base = Path(root).resolve() if root else tree_root
+    start = Path(root) if root else paths[0]
+    tree_root = find_root(start)
+    # Outside a vLLM-Omni tree, a standalone model root (models/ + deploy/) still gets the config rules.
+    model_root = find_model_root(start) if tree_root is None else None
+    base = Path(root).resolve() if root else (tree_root or model_root)
     facts = facts_for(tree_root)
     files = engine.discover(paths)
     items = engine.read_items(files, base)
@@ -84,10 +87,12 @@ def run(
     # Tree-scope rules: the whole tree (integration hook, full scans) or the config files named.
     tree_rules = [r for r in rules if r.scope == "tree"]
     yaml_items = {it.rel for it in items if it.rel.endswith((".yaml", ".yml"))}
-    if integration and tree_root is None:
-        raise UsageError(f"--integration: no vLLM-Omni tree (a directory holding {PKG}/__init__.py) at or above {paths[0]}")
-    if tree_root is not None and tree_rules:
-        if integration or _covers_tree(paths, tree_root):
+    ctx_root = tree_root or model_root
+    if integration and ctx_root is None:
+        raise UsageError(f"--integration: no vLLM-Omni tree (a directory holding {PKG}/__init__.py) or model root "
+                         f"(models/ + deploy/) at or above {paths[0]}")
+    if ctx_root is not None and tree_rules:
+        if integration or _covers_tree(paths, ctx_root):
             tfocus = focus
         elif focus is not None:
             tfocus = focus
@@ -96,7 +101,7 @@ def run(
         else:
             tfocus = set()
         if tfocus != set():
-            ctx = TreeContext(tree_root, facts, frozenset(tfocus) if tfocus is not None else None)
+            ctx = TreeContext(ctx_root, facts, frozenset(tfocus) if tfocus is not None else None)
             tres = _tree_rules_cached(ctx, tree_rules, cache)
             res.findings.extend(tres.findings)
             res.errors.extend(tres.errors)
@@ -164,10 +169,11 @@ def lint_model_package(model_dir, *, tree_root=None) -> list[Finding]:
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
         raise UsageError(f"model package {model_dir} is not a directory")
-    tree = Path(tree_root).resolve() if tree_root else find_root(model_dir)
+    tree = Path(tree_root).resolve() if tree_root else (find_root(model_dir) or find_model_root(model_dir))
     paths = [model_dir]
     if tree is not None:
-        proc = tree / PKG / "model_executor" / "stage_input_processors" / f"{model_dir.name}.py"
+        ctx = TreeContext(tree, facts_for(None))
+        proc = tree / ctx.dir("stage_input_processors") / f"{model_dir.name}.py"
         if proc.is_file():
             paths.append(proc)
     focus = model_focus(model_dir.resolve(), tree) if tree is not None else None

@@ -105,7 +105,7 @@ def load_config(ctx: TreeContext, rel: str, _depth: int = 0) -> Config | None:
         name = str(_scalar(top["base_config"][0]))
         cand = (Path(rel).parent / name).as_posix()
         if not (ctx.root / cand).is_file():
-            cand = f"{DEPLOY}/{name}"
+            cand = f"{ctx.dir('deploy')}/{name}"
         base = load_config(ctx, cand, _depth + 1) if (ctx.root / cand).is_file() else None
     cfg = Config(rel, legacy, {}, {})
     if base is not None:
@@ -212,7 +212,7 @@ def parse_pipelines(ctx: TreeContext, rel: str) -> list[Pipeline]:
 def all_pipelines(ctx: TreeContext) -> list[Pipeline]:
     def build():
         out = []
-        for p in sorted((ctx.root / MODELS).glob("*/pipeline.py")):
+        for p in sorted((ctx.root / ctx.dir("models")).glob("*/pipeline.py")):
             out.extend(parse_pipelines(ctx, ctx.rel(p)))
         return out
 
@@ -222,7 +222,7 @@ def all_pipelines(ctx: TreeContext) -> list[Pipeline]:
 def config_files(ctx: TreeContext) -> list[str]:
     def build():
         out = []
-        for d in (DEPLOY, STAGE_CONFIGS):
+        for d in (ctx.dir("deploy"), ctx.dir("stage_configs")):
             for p in sorted((ctx.root / d).glob("*.yaml")) + sorted((ctx.root / d).glob("*.yml")):
                 out.append(ctx.rel(p))
         return out
@@ -253,6 +253,8 @@ def processor_exists(ctx: TreeContext, dotted_path: str) -> bool:
     if not module:
         return False
     rel = module.replace(".", "/")
+    if ctx.standalone and "stage_input_processors" in rel:
+        rel = "stage_input_processors/" + rel.split("stage_input_processors/", 1)[1]
     for cand in (f"{rel}.py", f"{rel}/__init__.py"):
         text = ctx.read(cand)
         if text:

@@ -77,6 +77,16 @@ def find_root(path: Path) -> Path | None:
     return None
 
 
+def find_model_root(path: Path) -> Path | None:
+    """A standalone model root (scaffold output, reference models): `<root>/models/<name>/` next to
+    `<root>/deploy/`, outside any vLLM-Omni tree."""
+    path = path.resolve()
+    for cand in [path, *path.parents]:
+        if (cand / "models").is_dir() and (cand / "deploy").is_dir() and not (cand / PKG).exists():
+            return cand
+    return None
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8", errors="replace")
@@ -187,6 +197,17 @@ class TreeContext:
     focus: frozenset[str] | None = None  # posix paths relative to root; None = whole tree
     models: frozenset[str] | None = None  # model dirs/names a model-package lint is about
     _cache: dict = field(default_factory=dict)
+
+    @property
+    def standalone(self) -> bool:
+        """A model root outside vLLM-Omni (`models/`, `deploy/`, `stage_input_processors/`)."""
+        return not (self.root / PKG).is_dir()
+
+    def dir(self, name: str) -> str:
+        """Where `deploy`, `models`, `stage_configs`, `stage_input_processors` live in this layout."""
+        if self.standalone:
+            return name
+        return {"deploy": f"{PKG}/deploy"}.get(name, f"{PKG}/model_executor/{name}")
 
     def rel(self, path: Path) -> str:
         return path.resolve().relative_to(self.root).as_posix()

@@ -32,6 +32,11 @@ def _views(ctx):
                 kinds = {st.stage_id: "ar" if st.get("execution_type") == "LLM_AR" else str(st.get("execution_type", "")).lower()
                          for st in pipe.stages}
                 audio = any(st.get("final_output_type") == "audio" for st in pipe.stages)
+            elif ctx.standalone:
+                # A generated TTS package before it is applied to a tree: stage 0 is the AR stage (the
+                # only one for single-stage and native-AR models), later stages are decoders.
+                kinds = {sid: "ar" if sid == min(cfg.stages) else "generation" for sid in cfg.stages}
+                audio = True
             else:
                 continue
             out.append((rel, cfg, pipe, kinds, audio))
@@ -177,6 +182,8 @@ class SingleStageFields(Rule):
                 (sid, st), = cfg.stages.items()
                 need = {"engine_output_type": "audio", "final_output": True, "is_comprehension": True}
                 where, line_of = rel, st.line_of
+            elif pipe is None:  # standalone package: the stage fields live in a pipeline.py it does not have yet
+                st, need, where, line_of = None, {}, rel, None
             else:
                 st = pipe.stages[0]
                 need = {"engine_output_type": "audio", "final_output": True, "final_output_type": "audio", "owns_tokenizer": True}
@@ -234,7 +241,7 @@ class AsyncChunkCoherent(Rule):
             ac = cfg.top.get("async_chunk")
             async_on = _truthy(ac.value) if ac is not None else not cfg.legacy
             has_next = any(st.get(f) for st in stages.values() for f in NEXT_FUNCS)
-            if async_on and not has_next:
+            if async_on and not has_next and (pipe is not None or cfg.legacy):
                 yield Report(ac.line if ac else 1, 1, "`async_chunk` is on" + ("" if ac else " (default)") +
                              " but no stage declares a next-stage processor; the loader raises ValueError",
                              path=rel, symbol="async_chunk")

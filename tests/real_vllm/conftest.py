@@ -90,5 +90,18 @@ def scaffolded_tree(python: Path, patterns: dict[str, str]) -> Path:
     return tree
 
 
-if __name__ == "__main__":
-    print(vllm_venv())
+
+
+import pytest  # noqa: E402
+
+MODELS = {"gen_two_stage": "two-stage", "gen_single_stage": "single-stage", "gen_native_ar": "native-ar"}
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> Path:
+    return vllm_venv()
+
+
+@pytest.fixture(scope="session")
+def real_tree(vllm_python) -> Path:
+    return scaffolded_tree(vllm_python, MODELS)
