@@ -16,7 +16,7 @@ import sys
 import tempfile
 import types
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ _MODELS: dict[str, dict[str, Any]] = {
         ),
         "config": ("configuration_ref_two_stage", "RefTwoStageConfig"),
         "host_syncs_per_request_step": 0,
+        "frames_key": "codes.audio",  # stage 0: one [1, K] frame per step, all -1 on the stop step
     },
     "ref_single_stage": {
         "pattern": "single-stage",
@@ -45,12 +46,15 @@ _MODELS: dict[str, dict[str, Any]] = {
         "config": ("configuration_ref_single_stage", "RefSingleStageConfig"),
         # the generator reads its chunk's stop flags back once (after the frame loop): it must know where to stop
         "host_syncs_per_request_step": 1,
+        "frames_key": "codes.audio",  # [n, K] per step: a chunk of up to stream_chunk_frames frames
     },
     "ref_native_ar": {
         "pattern": "native-ar",
         "stages": (("modeling_ref_native_ar", "RefNativeArForConditionalGeneration"),),
         "config": ("configuration_ref_native_ar", "RefNativeArConfig"),
         "host_syncs_per_request_step": 0,
+        # [patch_size, latent_dim] per step, emitted one step after postprocess computed it (none at prefill)
+        "frames_key": "latent",
     },
 }
 
@@ -73,6 +77,9 @@ class Subject:
     files of this subject (the mutated copies for a mutant): the model package, the stage input processor and the
     deploy config, for static rules. ``expected_checks`` are the checks that must flag a mutant (for a correct model:
     the checks it must pass); ``static_rule_family`` is set when, on a CPU-only machine, only static rules see it.
+    ``host_syncs_per_request_step`` is the host-read budget of the correct model (the generator reads its stop
+    flags once per chunk). ``frames_key`` is the payload key whose rows count the codec/latent frames behind each
+    step's audio (``codes.audio`` rows, ``latent`` rows): audio samples = frames x ``config.hop_length``.
     """
 
     name: str
@@ -83,9 +90,9 @@ class Subject:
     reproduces: str | None
     root: Path
     package: str
-    stage_classes: tuple[type, ...]
-    config_class: type
-    processor: types.ModuleType | None
+    stage_specs: tuple[tuple[str, str], ...]
+    config_spec: tuple[str, str]
+    processor_module: str | None
     deploy_path: Path
     deploy_yaml: str
     deploy_config: dict[str, Any]
@@ -94,12 +101,31 @@ class Subject:
     expected_checks: tuple[str, ...]
     static_rule_family: str | None
     host_syncs_per_request_step: int
+    frames_key: str
     request_id_keys: tuple[str, ...] = ("request_id",)
     patched_files: tuple[str, ...] = field(default=())
 
     @property
     def is_mutant(self) -> bool:
         return self.bug is not None
+
+    # Imports are lazy: a mutant whose module cannot be imported (e.g. an optional dependency imported at module
+    # top on a machine without it) is still listed and linted; the import error surfaces where it is used.
+
+    @cached_property
+    def stage_classes(self) -> tuple[type, ...]:
+        """Stage classes in stage order (AR stage first, the audio stage last)."""
+        return tuple(getattr(importlib.import_module(f"{self.package}.{m}"), c) for m, c in self.stage_specs)
+
+    @cached_property
+    def config_class(self) -> type:
+        module, cls = self.config_spec
+        return getattr(importlib.import_module(f"{self.package}.{module}"), cls)
+
+    @cached_property
+    def processor(self) -> types.ModuleType | None:
+        """The stage input processor module (two-stage): ``talker2code2wav`` and ``talker2code2wav_async_chunk``."""
+        return importlib.import_module(self.processor_module) if self.processor_module else None
 
     def make_config(self, **overrides: Any) -> Any:
         """The model's config (tiny defaults; weights are drawn from ``seed``)."""
@@ -252,13 +278,6 @@ def _subject(model: str, mutant: Mutant | None) -> Subject:
     else:
         root, prefix = _materialise(mutant.name)
     package = f"{prefix}.models.{model}"
-    stage_classes = tuple(
-        getattr(importlib.import_module(f"{package}.{module}"), cls) for module, cls in spec["stages"]
-    )
-    config_module, config_class = spec["config"]
-    processor = None
-    if spec["pattern"] == "two-stage":
-        processor = importlib.import_module(f"{prefix}.stage_input_processors.{model}")
     deploy_path = root / "deploy" / f"{model}.yaml"
     deploy_yaml = deploy_path.read_text(encoding="utf-8")
     sources = tuple(
@@ -275,9 +294,9 @@ def _subject(model: str, mutant: Mutant | None) -> Subject:
         reproduces=None if mutant is None else mutant.reproduces,
         root=root,
         package=package,
-        stage_classes=stage_classes,
-        config_class=getattr(importlib.import_module(f"{package}.{config_module}"), config_class),
-        processor=processor,
+        stage_specs=tuple(spec["stages"]),
+        config_spec=spec["config"],
+        processor_module=f"{prefix}.stage_input_processors.{model}" if spec["pattern"] == "two-stage" else None,
         deploy_path=deploy_path,
         deploy_yaml=deploy_yaml,
         deploy_config=_load_yaml(deploy_yaml),
@@ -286,5 +305,6 @@ def _subject(model: str, mutant: Mutant | None) -> Subject:
         expected_checks=CORRECT_CHECKS if mutant is None else mutant.checks,
         static_rule_family=None if mutant is None else mutant.static_rule_family,
         host_syncs_per_request_step=spec["host_syncs_per_request_step"],
+        frames_key=spec["frames_key"],
         patched_files=() if mutant is None else tuple(sorted({p.file for p in mutant.patches})),
     )

@@ -131,7 +131,7 @@ class NativeArReference:
         while True:
             if bool(net.stop_flags(hidden, torch.tensor([len(patches)], device=device), target)[0]):
                 break
-            patch = net.flow_head.solve(hidden)
+            patch = net.flow_head.solve(hidden, torch.tensor([len(patches)], device=device))
             patches.append(patch[0])
             position = torch.tensor([len(prompt) + len(patches) - 1], device=device)
             hidden = net.model(net.feat_encoder(patch), position, caches)[-1:]

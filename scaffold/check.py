@@ -69,7 +69,7 @@ class ModelReport:
 # -- which model does NAME mean ---------------------------------------------------------------------
 def _diffusion_types(index: TreeIndex) -> set[str]:
     """Types hard-coded by `for_diffusion()` (pure-diffusion TTS bypasses stage detection)."""
-    tree = ast.parse(index.serving)
+    tree = index.serving_tree
     cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "OmniOpenAIServingSpeech"), None)
     out = set()
     for node in cls.body if cls else []:
@@ -81,23 +81,8 @@ def _diffusion_types(index: TreeIndex) -> set[str]:
     return out
 
 
-def _is_diffusion_pipeline(pipeline: Pipeline, index: TreeIndex) -> bool:
-    return bool(pipeline.stages) and all(_execution(index, pipeline, s) == "DIFFUSION" for s in pipeline.stages)
-
-
-def _execution(index: TreeIndex, pipeline: Pipeline, stage: Stage) -> str | None:
-    text = index.text(f"{profiles.MODELS}/{pipeline.folder}/pipeline.py")
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "StagePipelineConfig":
-            kw = {k.arg: k.value for k in node.keywords}
-            ms = kw.get("model_stage")
-            if isinstance(ms, ast.Constant) and ms.value == stage.model_stage and isinstance(kw.get("execution_type"), ast.Attribute):
-                return kw["execution_type"].attr
-    return None
-
-
 def _folder_of_type(index: TreeIndex, model_type: str) -> str | None:
-    if index.profile.has_adapters and index.adapters and model_type in index.adapters.adapters:
+    if index.adapters and model_type in index.adapters.adapters:
         module = index.adapters.adapters[model_type].module
         if (index.root / profiles.MODELS / module).is_dir():
             return module
@@ -106,18 +91,40 @@ def _folder_of_type(index: TreeIndex, model_type: str) -> str | None:
     return None
 
 
+def _prefer_home(index: TreeIndex, model_type: str, pipes: list[Pipeline]) -> list[Pipeline]:
+    """The model's own pipelines among those its detection serves.
+
+    Omni pipelines that embed another model's talker stage (aura_omni's qwen3_tts stage) are served
+    by that model's adapter too; the model's own integration is in its home folder (its type or its
+    adapter's module), else in the pipeline whose model_type is the served type.
+    """
+    home = {model_type}
+    if index.adapters and model_type in index.adapters.adapters:
+        home.add(index.adapters.adapters[model_type].module)
+    return [p for p in pipes if p.folder in home] or [p for p in pipes if p.model_type == model_type] or pipes
+
+
+def _view_of_type(index: TreeIndex, model_type: str, diffusion: set[str]) -> ModelView:
+    detected = [p for p in index.pipelines if index.entry_stage(p)[1] == model_type]
+    pipes = _prefer_home(index, model_type, detected)
+    if pipes:
+        return ModelView(model_type, pipes[0].folder, pipes)
+    if model_type in diffusion:
+        # Pure-diffusion TTS: served by OmniOpenAIServingSpeech.for_diffusion(), which sets the type.
+        candidates = [p for p in index.pipelines + index.legacy_pipelines if p.model_type == model_type and p.diffusion]
+        folder = candidates[0].folder if candidates else _folder_of_type(index, model_type)
+        return ModelView(model_type, folder, candidates[:1], diffusion=True)
+    legacy = _prefer_home(index, model_type, [p for p in index.legacy_pipelines if index.entry_stage(p)[1] == model_type])
+    folder = legacy[0].folder if legacy else _folder_of_type(index, model_type)
+    return ModelView(model_type, folder, legacy)
+
+
 def model_views(index: TreeIndex, name: str) -> list[ModelView]:
     served = set(index.served_types())
     diffusion = _diffusion_types(index)
-    detected = {id(p): index.entry_stage(p)[1] for p in index.pipelines}
     if name in served or name in diffusion:
-        pipes = [p for p in index.pipelines if detected[id(p)] == name]
-        is_diffusion = False
-        if not pipes and name in diffusion:
-            pipes = [p for p in index.pipelines if p.model_type == name and _is_diffusion_pipeline(p, index)]
-            is_diffusion = bool(pipes)
-        folder = pipes[0].folder if pipes else _folder_of_type(index, name)
-        return [ModelView(name, folder, pipes, diffusion=is_diffusion)]
+        return [_view_of_type(index, name, diffusion)]
+    detected = {id(p): index.entry_stage(p)[1] for p in index.pipelines}
     candidates = [p for p in index.pipelines if p.model_type == name]
     if not candidates:
         candidates = [p for p in index.pipelines if p.folder == name]
@@ -128,7 +135,9 @@ def model_views(index: TreeIndex, name: str) -> list[ModelView]:
     views: dict[str | None, ModelView] = {}
     for p in candidates:
         model_type = detected[id(p)]
-        if model_type is None and p.model_type in diffusion and _is_diffusion_pipeline(p, index):
+        if model_type is not None and p not in _view_of_type(index, model_type, diffusion).pipelines:
+            model_type = None  # detected as another model's (dots_tts -> voxcpm2 in 0.28)
+        if model_type is None and p.model_type in diffusion and p.diffusion:
             view = views.setdefault(p.model_type, ModelView(p.model_type, p.folder, diffusion=True))
         else:
             view = views.setdefault(model_type if model_type is not None else f"?{p.var}", ModelView(model_type, p.folder))
@@ -176,7 +185,7 @@ def _check_registry(index: TreeIndex, view: ModelView) -> PointResult:
             arch = p.arch_of(stage)
             if not arch or arch in ok:
                 continue
-            if _execution(index, p, stage) == "DIFFUSION":
+            if stage.execution_type == "DIFFUSION":
                 diffusion_models = diffusion_models if diffusion_models is not None else _diffusion_registry(index)
                 entry, base = diffusion_models.get(arch), "vllm_omni.diffusion.models"
             else:
@@ -190,6 +199,12 @@ def _check_registry(index: TreeIndex, view: ModelView) -> PointResult:
                 broken.append(f"{arch} -> {folder}.{module}.{cls}")
             else:
                 ok.append(arch)
+    if not view.pipelines and view.diffusion and view.folder:
+        entries = {a: e for a, e in _diffusion_registry(index).items() if e and e[0] == view.folder}
+        good = [a for a, (f, mod, cls) in entries.items() if (rel := _module_file(index, f"vllm_omni.diffusion.models.{f}.{mod}")) and _defines(index, rel, cls)]
+        if good:
+            return PointResult("registry", PRESENT, f"_DIFFUSION_MODELS: {', '.join(good)}")
+        return PointResult("registry", MISSING, f"no _DIFFUSION_MODELS entry for {view.folder}")
     if not view.pipelines:
         return PointResult("registry", NA, "no pipeline names an architecture")
     if missing:
@@ -199,19 +214,32 @@ def _check_registry(index: TreeIndex, view: ModelView) -> PointResult:
     return PointResult("registry", PRESENT, ", ".join(ok))
 
 
-def _check_pipeline_registry(index: TreeIndex, view: ModelView) -> PointResult:
+def registry_keys(index: TreeIndex, pipeline: Pipeline) -> list[str]:
+    """Pipeline-registry keys (HF model types) that resolve to this pipeline."""
+    module = f"vllm_omni.model_executor.models.{pipeline.folder}.pipeline"
+    return [k for k, e in index.pipeline_registry.items() if e == (module, pipeline.var)]
+
+
+def _no_pipeline(point: str, view: ModelView) -> PointResult | None:
+    if any(p.legacy for p in view.pipelines):
+        return PointResult(point, NA, "legacy stage_configs yaml (found by file name, holds the deploy settings)")
     if not view.pipelines:
-        return PointResult("pipeline_registry", NA, "no pipeline")
+        return PointResult(point, NA, "no pipeline")
+    return None
+
+
+def _check_pipeline_registry(index: TreeIndex, view: ModelView) -> PointResult:
+    if (na := _no_pipeline("pipeline_registry", view)) is not None:
+        return na
     problems, ok = [], []
     for p in view.pipelines:
-        module = f"vllm_omni.model_executor.models.{p.folder}.pipeline"
-        entry = index.pipeline_registry.get(p.model_type) if p.model_type else None
-        if p.model_type not in index.pipeline_registry:
-            problems.append((MISSING, f"{p.model_type!r} not in {index.profile.pipeline_registry}"))
-        elif entry != (module, p.var):
-            problems.append((INCONSISTENT, f"{p.model_type!r} maps to {entry}, not {module}.{p.var}"))
+        keys = registry_keys(index, p)
+        if keys:
+            ok += keys
+        elif p.model_type in index.pipeline_registry:
+            problems.append((INCONSISTENT, f"{p.model_type!r} maps to {index.pipeline_registry[p.model_type]}, not {p.folder}/pipeline.py:{p.var}"))
         else:
-            ok.append(p.model_type)
+            problems.append((MISSING, f"{p.var} is not in {index.profile.pipeline_registry}"))
     if problems:
         status = MISSING if all(s == MISSING for s, _ in problems) else INCONSISTENT
         return PointResult("pipeline_registry", status, "; ".join(d for _, d in problems))
@@ -229,17 +257,24 @@ def _deploy_stage_ids(text: str) -> list | None:
     return [s.get("stage_id") for s in stages if isinstance(s, dict)]
 
 
+def deploy_candidates(index: TreeIndex, pipeline: Pipeline) -> list[str]:
+    """Where the engine looks for this pipeline's deploy yaml: `default_deploy_config_name` (0.26+),
+    else `deploy/<HF model_type>.yaml` for every registry key of the pipeline (resolve_model_config_path)."""
+    if pipeline.deploy_name:
+        return [f"{profiles.DEPLOY}/{pipeline.deploy_name}"]
+    names = [*registry_keys(index, pipeline), pipeline.model_type]
+    return [f"{profiles.DEPLOY}/{n}.yaml" for n in dict.fromkeys(n for n in names if n)]
+
+
 def _check_deploy(index: TreeIndex, view: ModelView) -> PointResult:
-    if not view.pipelines:
-        return PointResult("deploy", NA, "no pipeline")
+    if (na := _no_pipeline("deploy", view)) is not None:
+        return na
     problems, ok = [], []
     for p in view.pipelines:
-        rel = index.deploy_rel(p)
-        if index.profile.deploy_name_field and p.deploy_name is None:
-            problems.append((INCONSISTENT, f"{p.var} names no default_deploy_config_name (0.26+ load the deploy yaml by it)"))
-            continue
-        if not index.exists(rel):
-            problems.append((MISSING, f"{rel} not found"))
+        candidates = deploy_candidates(index, p)
+        rel = next((c for c in candidates if index.exists(c)), None)
+        if rel is None:
+            problems.append((MISSING, f"{' / '.join(candidates)} not found"))
             continue
         ids = _deploy_stage_ids(index.text(rel))
         pipeline_ids = {s.stage_id for s in p.stages}
@@ -295,13 +330,19 @@ def _check_serving(index: TreeIndex, view: ModelView) -> list[PointResult]:
         return [PointResult(p, NA, detail) for p in index.profile.serving_points]
     out = []
     constant = index.stage_constants.get(key) if key else None
-    if key is None:
+    arch_constant = index.arch_constants.get(arch) if arch else None
+    if constant is None and arch_constant is not None:
+        out.append(PointResult("serving.constant", PRESENT, f"{arch_constant} holds the architecture {arch!r}"))
+        out.append(PointResult("serving.union", NA, f"found by architecture in _find_tts_stage() ({arch_constant})"))
+    elif key is None:
         out.append(PointResult("serving.constant", MISSING, "no entry stage"))
     elif constant is None:
         out.append(PointResult("serving.constant", MISSING, f"no _X_MODEL_STAGES constant holds {key!r}"))
     else:
         out.append(PointResult("serving.constant", PRESENT, f"{constant} holds {key!r}"))
-    if constant is None:
+    if constant is None and arch_constant is not None:
+        pass
+    elif constant is None:
         out.append(PointResult("serving.union", MISSING, "no stage constant"))
     elif constant in index.union_members:
         out.append(PointResult("serving.union", PRESENT, f"{constant} in _TTS_MODEL_STAGES"))
@@ -365,14 +406,16 @@ def _check_adapter(index: TreeIndex, view: ModelView) -> list[PointResult]:
         else:
             what = view.model_type or key
             reason = "served by a legacy branch of serving_speech.py" if era == profiles.HYBRID and view.model_type else "no adapter"
-            out.append(PointResult("adapter", MISSING, f"{reason} ({what!r})"))
-            out.append(PointResult("adapter_import", MISSING, "no adapter module"))
-        out.append(PointResult("adapter.stage_keys", MISSING, "no adapter"))
+            out.append(PointResult("adapter", MISSING, f"{reason} (for {what!r})"))
+            out.append(PointResult("adapter_import", NA, "no adapter module to import"))
+        out.append(PointResult("adapter.stage_keys", NA, "no adapter"))
     else:
         out.append(PointResult("adapter", PRESENT, f"{adapter.class_name} (tts_adapters/{adapter.module}.py)"))
         out.append(PointResult("adapter_import", PRESENT, f"{adapter.module} in the import tuple"))
         if view.diffusion:
             out.append(PointResult("adapter.stage_keys", NA, "pure diffusion: served without stage detection"))
+        elif era == profiles.HYBRID and arch in index.arch_constants and key not in index.stage_constants:
+            out.append(PointResult("adapter.stage_keys", NA, f"found by architecture ({index.arch_constants[arch]}); stage_keys are documentation in 0.24-0.26"))
         elif key in adapter.stage_keys or (arch in adapter.model_archs):
             by = f"stage key {key!r}" if key in adapter.stage_keys else f"architecture {arch!r}"
             out.append(PointResult("adapter.stage_keys", PRESENT, f"{by} declared"))
@@ -396,22 +439,32 @@ def _check_adapter(index: TreeIndex, view: ModelView) -> list[PointResult]:
     return out
 
 
+def _source_names(view: ModelView) -> list[str]:
+    """Folder names examples and tests of this model may use (model folder, served type, pipeline keys)."""
+    names = [view.folder, view.model_type, *(p.model_type for p in view.pipelines)]
+    return list(dict.fromkeys(n for n in names if n))
+
+
 def _check_sources(index: TreeIndex, view: ModelView) -> list[PointResult]:
     if not index.profile.has_sources:
         return [PointResult(p, NA, "wheel: package only") for p in ("examples", "tests", "hub_readme")]
-    folder = view.folder or view.label
-    examples = [d for d in ("offline_inference", "online_serving") if (index.root / f"examples/{d}/text_to_speech/{folder}").is_dir()]
-    tests = sorted(p.name for p in (index.root / "tests/e2e").glob(f"*/test_{folder}*.py"))
-    out = [
-        PointResult("examples", PRESENT if len(examples) == 2 else MISSING if not examples else INCONSISTENT, ", ".join(examples) or f"no examples/*/text_to_speech/{folder}/"),
-        PointResult("tests", PRESENT if tests else MISSING, ", ".join(tests) or f"no tests/e2e/*/test_{folder}*.py"),
+    names = _source_names(view)
+    examples = []
+    for kind in ("offline_inference", "online_serving"):
+        found = [n for n in names if (index.root / f"examples/{kind}/text_to_speech/{n}").is_dir()]
+        if found:
+            examples.append(f"{kind}/text_to_speech/{found[0]}/")
+    tests = sorted({p.relative_to(index.root / "tests/e2e").as_posix() for n in names for p in (index.root / "tests/e2e").glob(f"*/test_{n}*.py")})
+    hubs = [rel for rel in (profiles.OFFLINE_HUB, profiles.ONLINE_HUB) if any(f"{n}/" in index.text(rel) for n in names)]
+
+    def status(found: list, expected: int) -> str:
+        return PRESENT if len(found) >= expected else MISSING if not found else INCONSISTENT
+
+    return [
+        PointResult("examples", status(examples, 2), ", ".join(examples) or f"no examples/*/text_to_speech/{names[0]}/"),
+        PointResult("tests", status(tests, 1), ", ".join(tests) or f"no tests/e2e/*/test_{names[0]}*.py"),
+        PointResult("hub_readme", status(hubs, 2), f"{len(hubs)} of 2 hub READMEs link its examples" + (f" ({', '.join(h.split('/')[1] for h in hubs)})" if hubs else "")),
     ]
-    rows = []
-    for rel in (profiles.OFFLINE_HUB, profiles.ONLINE_HUB):
-        text = index.text(rel)
-        rows.append(f"/{folder}/" in text or f"## {folder}" in text.lower())
-    out.append(PointResult("hub_readme", PRESENT if all(rows) else MISSING if not any(rows) else INCONSISTENT, f"{sum(rows)} of 2 hubs mention {folder}"))
-    return out
 
 
 def check_view(index: TreeIndex, view: ModelView, query: str = "") -> ModelReport:
@@ -424,12 +477,15 @@ def check_view(index: TreeIndex, view: ModelView, query: str = "") -> ModelRepor
         else PointResult("package", MISSING, "no model folder")
     )
     results.append(_check_processors(index, view))
-    if view.pipelines:
-        results.append(PointResult("pipeline", PRESENT, ", ".join(f"{p.folder}/pipeline.py:{p.var}" for p in view.pipelines)))
+    legacy = [p.legacy for p in view.pipelines if p.legacy]
+    if view.pipelines and not legacy:
+        results.append(PointResult("pipeline", PRESENT, ", ".join(p.where for p in view.pipelines)))
+    elif legacy:
+        results.append(PointResult("pipeline", MISSING, f"topology only in legacy {', '.join(legacy)} (stage_args schema)"))
+    elif view.diffusion:
+        results.append(PointResult("pipeline", NA, "single-stage diffusion: the engine's default diffusion stage config"))
     else:
-        legacy = f"{profiles.STAGE_CONFIGS}/{view.label}.yaml"
-        detail = f"topology only in legacy {legacy}" if index.exists(legacy) else "no PipelineConfig serves it"
-        results.append(PointResult("pipeline", MISSING, detail))
+        results.append(PointResult("pipeline", MISSING, "no PipelineConfig serves it"))
     results.append(_check_deploy(index, view))
     results.append(_check_registry(index, view))
     results.append(_check_pipeline_registry(index, view))
@@ -460,7 +516,8 @@ def tts_candidates(index: TreeIndex) -> list[ModelView]:
         views += model_views(index, model_type)
     covered = {id(p) for v in views for p in v.pipelines}
     for p in index.pipelines:
-        if id(p) not in covered and p.audio_only and index.entry_stage(p)[1] is None:
+        # Audio-only pipelines no served model claims: unserved, or detected as another model's.
+        if id(p) not in covered and p.audio_only:
             views.append(ModelView(None, p.folder, [p]))
     return views
 

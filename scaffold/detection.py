@@ -71,9 +71,10 @@ def arch_literals(source: str) -> list[str]:
 def known_detections(source: str) -> dict[tuple[str, str | None], str]:
     """(stage key, arch or None) -> model type, for every stage key the module declares."""
     detect = compile_detector(source)
+    archs = [None, *arch_literals(source)]
     result = {}
     for key in sorted(stage_keys(source)):
-        for arch in [None, *arch_literals(source)]:
+        for arch in archs:
             model_type = detect(key, arch)
             if model_type is not None:
                 result[(key, arch)] = model_type

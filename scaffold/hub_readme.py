@@ -72,3 +72,74 @@ def _rule_before(lines: list[str], index: int) -> int | None:
     while j >= 0 and lines[j].strip() == "":
         j -= 1
     return j if j >= 0 and lines[j].strip() == "---" else None
+
+
+# -- inverses (`omnitts-scaffold remove`) ------------------------------------------------------------
+def section_title_of(text: str, name: str) -> str | None:
+    """Title of the model section that links `text_to_speech/<name>/` (what `new` / `--like` wrote)."""
+    lines = text.split("\n")
+    headings = [(i, _SECTION.match(line).group(1).strip()) for i, line in enumerate(lines) if _SECTION.match(line)]
+    for k, (i, title) in enumerate(headings):
+        end = headings[k + 1][0] if k + 1 < len(headings) else len(lines)
+        if f"text_to_speech/{name}/" in "\n".join(lines[i:end]) and _rule_before(lines, i) is not None:
+            return title
+    return None
+
+
+def remove_table_row(text: str, title: str | None, rel: str = "") -> str:
+    """The inverse of `add_table_row`: drop the row whose first cell is `title`."""
+    if title is None:
+        return text
+    lines = text.split("\n")
+    start = next((i for i, line in enumerate(lines) if line.strip() == TABLE_HEADING), None)
+    if start is None:
+        return text
+    for i in range(start + 1, len(lines)):
+        if lines[i].startswith("|") and _sort_key(_cell(lines[i])) == _sort_key(title):
+            return "\n".join(lines[:i] + lines[i + 1 :])
+    return text
+
+
+def remove_section(text: str, title: str | None, rel: str = "") -> str:
+    """The inverse of `add_section`: drop the `---`-separated `## title` section it inserted or appended."""
+    if title is None:
+        return text
+    lines = text.split("\n")
+    heading = next((i for i, line in enumerate(lines) if _SECTION.match(line) and _SECTION.match(line).group(1).strip() == title), None)
+    if heading is None:
+        return text
+    rule = _rule_before(lines, heading)
+    if rule is None:
+        return text
+    later = [i for i in range(heading + 1, len(lines)) if _SECTION.match(lines[i]) and _rule_before(lines, i) is not None]
+    if later:
+        next_rule = _rule_before(lines, later[0])
+        return "\n".join(lines[:rule] + lines[next_rule:])
+    # Appended at the end: `text.rstrip("\n") + "\n\n---\n\n" + section + "\n"`.
+    head = lines[:rule]
+    while head and head[-1] == "":
+        head.pop()
+    return "\n".join(head) + "\n"
+
+
+def section_text(text: str, title: str) -> str | None:
+    """The body of the model section `## title` (heading included, up to the next section), for `--like`."""
+    lines = text.split("\n")
+    heading = next((i for i, line in enumerate(lines) if _SECTION.match(line) and _SECTION.match(line).group(1).strip() == title), None)
+    if heading is None:
+        return None
+    end = next((i for i in range(heading + 1, len(lines)) if _SECTION.match(lines[i])), len(lines))
+    rule = _rule_before(lines, end) if end < len(lines) else None
+    body = lines[heading : rule if rule is not None else end]
+    while body and body[-1].strip() in ("", "---"):
+        body.pop()
+    return "\n".join(body) + "\n"
+
+
+def row_text(text: str, title: str) -> str | None:
+    """The `## Supported Models` table row whose first cell is `title`."""
+    lines = text.split("\n")
+    start = next((i for i, line in enumerate(lines) if line.strip() == TABLE_HEADING), None)
+    if start is None:
+        return None
+    return next((line for line in lines[start + 1 :] if line.startswith("|") and _cell(line) == title), None)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+import yaml
+
 from omnitts.scaffold import profiles
 from omnitts.scaffold.codemods.hf_config import registered_configs
 from omnitts.scaffold.codemods.imports import tuple_names
@@ -30,6 +32,7 @@ class Stage:
     model_arch: str | None
     final_output_type: str | None
     processors: tuple[str, ...]  # "module.function" strings the stage names
+    execution_type: str | None = None  # LLM_AR / LLM_GENERATION / DIFFUSION
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,15 @@ class Pipeline:
     deploy_name: str | None  # default_deploy_config_name
     stages: tuple[Stage, ...]
     line: int
+    legacy: str | None = None  # stage_configs/<x>.yaml (stage_args schema) instead of pipeline.py
+
+    @property
+    def where(self) -> str:
+        return self.legacy or f"{self.folder}/pipeline.py:{self.var}"
+
+    @property
+    def diffusion(self) -> bool:
+        return bool(self.stages) and all(s.execution_type == "DIFFUSION" for s in self.stages)
 
     def arch_of(self, stage: Stage) -> str | None:
         return stage.model_arch or self.model_arch
@@ -83,6 +95,38 @@ class _Eval:
         return None
 
 
+def parse_legacy_stage_config(rel: str, text: str, registry: dict) -> Pipeline | None:
+    """A `stage_configs/<x>.yaml` (`stage_args:` schema, the topology before pipeline.py) as a Pipeline."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("stage_args"), list):
+        return None
+    stages = []
+    for raw in data["stage_args"]:
+        if not isinstance(raw, dict):
+            continue
+        engine = raw.get("engine_args") or {}
+        processors = tuple(
+            v for k, v in [*engine.items(), *raw.items()] if isinstance(k, str) and k.endswith("_func") and isinstance(v, str)
+        )
+        stages.append(
+            Stage(
+                stage_id=raw.get("stage_id"),
+                model_stage=engine.get("model_stage"),
+                model_arch=engine.get("model_arch"),
+                final_output_type=raw.get("final_output_type"),
+                processors=processors,
+                execution_type="DIFFUSION" if raw.get("stage_type") == "diffusion" else "LLM",
+            )
+        )
+    arch = next((s.model_arch for s in stages if s.model_arch), None)
+    folder = registry.get(arch, (None,))[0] if arch else None
+    stem = rel.rsplit("/", 1)[-1].removesuffix(".yaml")
+    return Pipeline(folder=folder or stem, var=stem, model_type=stem, model_arch=None, deploy_name=None, stages=tuple(stages), line=1, legacy=rel)
+
+
 def parse_pipelines(folder: str, source: str) -> list[Pipeline]:
     try:
         tree = ast.parse(source)
@@ -115,6 +159,7 @@ def parse_pipelines(folder: str, source: str) -> list[Pipeline]:
                             model_arch=evaluate(skw["model_arch"]) if "model_arch" in skw else None,
                             final_output_type=evaluate(skw["final_output_type"]) if "final_output_type" in skw else None,
                             processors=processors,
+                            execution_type=evaluate(skw["execution_type"]) if "execution_type" in skw else None,
                         )
                     )
             for name in names:
@@ -196,6 +241,17 @@ class TreeIndex:
             out += parse_pipelines(folder, self.text(f"{profiles.MODELS}/{folder}/pipeline.py"))
         return out
 
+    @cached_property
+    def legacy_pipelines(self) -> list[Pipeline]:
+        """Topologies still in `model_executor/stage_configs/*.yaml` (0.20-0.24 fall back to them)."""
+        out = []
+        for path in sorted((self.root / profiles.STAGE_CONFIGS).glob("*.yaml")):
+            rel = f"{profiles.STAGE_CONFIGS}/{path.name}"
+            pipeline = parse_legacy_stage_config(rel, self.text(rel), self.registry)
+            if pipeline is not None:
+                out.append(pipeline)
+        return out
+
     def deploy_rel(self, pipeline: Pipeline) -> str:
         name = pipeline.deploy_name or f"{pipeline.model_type}.yaml"
         return f"{profiles.DEPLOY}/{name}"
@@ -212,7 +268,7 @@ class TreeIndex:
 
     @cached_property
     def union_members(self) -> set[str]:
-        tree = ast.parse(self.serving)
+        tree = self.serving_tree
         node = next((n for n in tree.body if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", None) == UNION), None)
         names = set()
         for sub in ast.walk(node.value) if node is not None and node.value is not None else []:
@@ -251,7 +307,7 @@ class TreeIndex:
 
     def serving_methods_of(self, model_type: str) -> dict[str, bool]:
         """Which request-path methods of serving_speech.py name `model_type` (0.20-0.26)."""
-        tree = ast.parse(self.serving)
+        tree = self.serving_tree
         cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "OmniOpenAIServingSpeech"), None)
         found = {}
         for node in cls.body if cls else []:
@@ -273,11 +329,34 @@ class TreeIndex:
 
     def served_types(self) -> list[str]:
         """Every model type the tree's detection can return (its /v1/audio/speech models)."""
+        return list(self._served_types)
+
+    @cached_property
+    def _served_types(self) -> tuple[str, ...]:
         if self.profile.era == profiles.ADAPTER:
-            return sorted(self.adapters.adapters)
+            return tuple(sorted(self.adapters.adapters))
         from omnitts.scaffold.detection import known_detections
 
-        return sorted(set(known_detections(self.serving).values()))
+        types = set(known_detections(self.serving).values())
+        types |= {t for arch in self.arch_constants if (t := self.detect(None, arch)) is not None}
+        return tuple(sorted(types))
+
+    @cached_property
+    def arch_constants(self) -> dict[str, str]:
+        """architecture -> constant, for `_X_MODEL_ARCHS = {...}` sets (models found by architecture, 0.24-0.26)."""
+        out: dict[str, str] = {}
+        if self.profile.era == profiles.ADAPTER:
+            return out
+        for node in self.serving_tree.body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Set):
+                for t in node.targets:
+                    if isinstance(t, ast.Name) and t.id.endswith("_MODEL_ARCHS"):
+                        out.update({e.value: t.id for e in node.value.elts if isinstance(e, ast.Constant)})
+        return out
+
+    @cached_property
+    def serving_tree(self) -> ast.Module:
+        return ast.parse(self.serving)
 
 
 def _compares_model_type(func: ast.AST, model_type: str) -> bool:

@@ -102,6 +102,11 @@ def omnitts_options(pytestconfig):
     from omnitts.validators.runtime.context import Options
 
     device = pytestconfig.getoption("device")
+    if device == "cpu":
+        import torch
+
+        # tiny models: intra-op threads only add spin-waits, and xdist workers would oversubscribe the cores
+        torch.set_num_threads(int(os.environ.get("OMNITTS_TORCH_THREADS", "1")))
     return Options(
         device=device,
         omni_root=pytestconfig.getoption("omni_root"),

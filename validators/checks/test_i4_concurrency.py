@@ -18,8 +18,8 @@ def test_i4_concurrent_equals_solo(ctx, record):
     solo = ctx.solo_audio()
     tol = sub.tolerance
     problems, summary = [], {}
-    for name, (plans, kw) in compositions(sub).items():
-        run = ctx.run(f"i4:{name}", plans, **kw)
+    for name in compositions(sub):
+        run = ctx.composition(name)
         widest = max((len(s.req_ids) for s in run.steps if s.stage == 0), default=0)
         exact = 0
         checked = 0

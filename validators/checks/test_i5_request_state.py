@@ -24,11 +24,8 @@ def test_i5_state_freed_after_finish_and_abort(ctx, record):
     sub = ctx.subject
     problems = []
     for name in ("all_at_once", "with_abort"):
-        plans, kw = compositions(sub)[name]
-        with ctx.guard(f"I5 scenario {name}"):
-            eng = ctx.engine(**kw)
-            run = eng.run(plans, f"i5:{name}")
-        left = state.holders(eng.models, _ids(run))
+        run = ctx.composition(name)  # shared with I4; run.models are the stage models after the run drained
+        left = state.holders(run.models, _ids(run))
         aborted = [e for e, r in run.requests.items() if r.aborted]
         for line in left:
             when = "abort" if any(a in line for a in aborted) else "finish"
@@ -59,3 +56,16 @@ def test_i5_no_growth_over_100_requests(ctx, record):
     if grew:
         pytest.fail("I5: model state grows over 100 sequential requests (after request 1 -> after request 100):\n  "
                     + "\n  ".join(grew[:10]), pytrace=False)
+
+
+@pytest.mark.omnitts_check("i5.outputs_not_aliased")
+def test_i5_outputs_not_aliased(ctx, record):
+    """A step's outputs must not change when the next step runs (no views of persistent/static buffers)."""
+    sub = ctx.subject
+    run = ctx.composition("all_at_once")  # the shared run checks aliasing at every step
+    violations = run.alias_violations
+    record(violations=len(violations), pattern=sub.pattern)
+    if violations:
+        uniq = sorted(set(violations), key=violations.index)
+        pytest.fail(f"I5: {len(violations)} outputs were overwritten after they were returned "
+                    "(the engine keeps them by reference):\n  " + "\n  ".join(uniq[:8]), pytrace=False)

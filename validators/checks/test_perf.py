@@ -6,7 +6,6 @@ import math
 
 import pytest
 
-from omnitts.validators.runtime.scenarios import compositions
 
 pytestmark = pytest.mark.usefixtures("model_name")
 
@@ -16,8 +15,7 @@ def test_rtf_and_time_to_first_audio(ctx, record):
     sub = ctx.subject
     out, problems = {}, []
     runs = {"solo": None, "all_at_once": None}
-    plans, kw = compositions(sub)["all_at_once"]
-    runs["all_at_once"] = ctx.run("perf:all_at_once", plans, **kw)
+    runs["all_at_once"] = ctx.composition("all_at_once")
     solo = ctx.solo_runs()
     for name in runs:
         items = [(e, solo[e].requests[e]) for e in solo] if name == "solo" else list(runs[name].requests.items())

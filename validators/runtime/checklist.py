@@ -25,7 +25,7 @@ ITEMS: list[tuple[str, str, str, tuple[str, ...]]] = [
     ("I4", "Cross-Cutting Invariants", "I4: Offline RTF, browser streaming playback, and concurrent-request smoke test all pass",
      ("i4.concurrency", "perf.rtf_ttfa", "i1.stream_equals_offline")),
     ("I5", "Cross-Cutting Invariants", "I5: Any cross-step cache keyed by `_omni_req_id`; entries freed when the request finishes",
-     ("i5.state_freed", "i5.no_growth", "static.I5")),
+     ("i5.state_freed", "i5.no_growth", "i5.outputs_not_aliased", "static.I5")),
     ("P1.1", "Phase 1: HF Reference", "Reference model runs and produces correct audio", ("i1.matches_reference",)),
     ("P1.2", "Phase 1: HF Reference", "Architecture documented (stages, codebooks, tokens, sample rate)", ()),
     ("P1.3", "Phase 1: HF Reference", "Reference audio samples saved for comparison", ("artifacts.wav",)),

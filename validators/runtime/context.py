@@ -119,6 +119,13 @@ class ModelContext:
         except (ModelError, ContractError, CheckFailure) as exc:
             raise_failure(exc, what)
 
+    def composition(self, name: str) -> RunResult:
+        """One of :func:`scenarios.compositions`, run once and shared by I4, I5, perf and the chunk check."""
+        from omnitts.validators.runtime.scenarios import compositions
+
+        plans, kw = compositions(self.subject)[name]
+        return self.run(f"composition:{name}", plans, check_aliasing=True, **kw)
+
     def solo_runs(self) -> dict[str, RunResult]:
         out = {}
         for p in self.subject.prompts:

@@ -134,6 +134,7 @@ class RunResult:
     models: list[Any]
     profile: ReleaseProfile
     calls: list | None = None
+    alias_violations: list[str] = field(default_factory=list)
 
     def audio(self, ext_id: str) -> torch.Tensor:
         return self.requests[ext_id].stream_audio
@@ -797,6 +798,7 @@ class Engine:
             models=self.models,
             profile=self.profile,
             calls=self.recorder,
+            alias_violations=list(self.alias_violations),
         )
 
     def _finish(self, ext: str) -> None:

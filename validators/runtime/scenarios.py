@@ -21,7 +21,8 @@ def compositions(subject: RuntimeSubject) -> dict[str, tuple[list[RequestPlan], 
         "reversed_arrival": ([replace(p, arrive_step=n - 1 - i) for i, p in enumerate(base)], {}),
     }
     if subject.two_stage:
-        out["decoder_one_at_a_time"] = (base, {"gen_max_batch": 1})
+        # the deploy config's decoder max_num_seqs (1 in the templates) is the default; also batch every ready window
+        out["decoder_batched"] = (base, {"gen_max_batch": 0})
     victim = replace(base[-1], ext_id="aborted-0", arrive_step=1, abort_step=4)
     out["with_abort"] = ([replace(p, arrive_step=i) for i, p in enumerate(base)] + [victim], {})
     return out

@@ -46,7 +46,10 @@ class SyncEvent:
 @dataclass
 class SyncReport:
     events: list[SyncEvent] = field(default_factory=list)
-    steps: dict[str, int] = field(default_factory=dict)  # label -> syncs in that step
+    steps: dict[str, int] = field(default_factory=dict)  # label -> syncs in that step (dispatch spy + wrappers)
+    # CUDA only: what torch.cuda.set_sync_debug_mode("warn") reported, counted separately
+    debug_events: list[SyncEvent] = field(default_factory=list)
+    debug_steps: dict[str, int] = field(default_factory=dict)
 
     def by_site(self) -> Counter:
         return Counter(f"{e.op} at {e.where}" for e in self.events)
@@ -149,7 +152,10 @@ class SyncSpy:
     def _on_warning(self, message, category, filename, lineno, file=None, line=None):
         text = str(message)
         if "synchroniz" in text.lower():
-            self._record("cuda sync (set_sync_debug_mode)", skip=3)
+            where, in_model = self._site(2)
+            with self._lock:
+                self.report.debug_events.append(SyncEvent("cuda sync (set_sync_debug_mode)", where, in_model, self._label))
+                self.report.debug_steps[self._label] = self.report.debug_steps.get(self._label, 0) + 1
 
     def _patch_methods(self):
         spy = self
@@ -169,8 +175,10 @@ class SyncSpy:
             setattr(tensor, name, wrapper)
 
         def to_cpu(args, kwargs):
+            # only a literal "cpu" string: `.to(device)` with the model's own torch.device is a no-op on a CPU
+            # run but a host->device copy on GPU, never a sync; `.to("cpu")` is a device->host copy on GPU
             target = kwargs.get("device", args[0] if args else None)
-            return _is_cpu_device(target)
+            return isinstance(target, str) and _is_cpu_device(target)
 
         wrap("tolist")
         wrap("cpu")

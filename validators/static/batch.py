@@ -13,7 +13,8 @@ PER_REQUEST_PARAMS = frozenset(
     {"runtime_additional_information", "model_intermediate_buffer", "infos", "info_dicts", "request_infos", "runtime_info"}
 )
 _KW_KEYS = ("runtime_additional_information", "model_intermediate_buffer")
-_SPLIT_CALL = re.compile(r"split_request|split_per_request|per_request")
+_SPLIT_CALL = re.compile(r"split|per_request")
+_PENDING_ATTR = re.compile(r"pending|requests|infos")
 
 
 def _is_per_request_source(node: ast.AST, lists: set[str]) -> bool:
@@ -33,23 +34,43 @@ def _is_per_request_source(node: ast.AST, lists: set[str]) -> bool:
             return _is_per_request_source(node.args[0], lists)
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in _KW_KEYS:
         return True
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return bool(_PENDING_ATTR.search(node.attr))  # requests queued by preprocess() for this step
     return False
 
 
 def per_request_lists(fn: ast.AST) -> set[str]:
-    """Names bound to the per-request list in a function (flow-insensitive fixpoint)."""
+    """Names bound to a per-request list in a function (flow-insensitive fixpoint): the runner's
+    list and its aliases, per-request splits of the batch, requests queued by preprocess(), and
+    lists filled one entry per request inside a loop over one of those."""
     args = fn.args
     lists = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs] if a.arg in PER_REQUEST_PARAMS}
-    assigns = [n for n in _own_nodes(fn) if isinstance(n, ast.Assign | ast.AnnAssign) and n.value is not None]
+    nodes = list(_own_nodes(fn))
+    assigns = [n for n in nodes if isinstance(n, ast.Assign | ast.AnnAssign) and n.value is not None]
+    loops = [n for n in nodes if isinstance(n, ast.For)]
     changed = True
     while changed:
         changed = False
         for n in assigns:
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-            if _is_per_request_source(n.value, lists):
-                for t in targets:
-                    if isinstance(t, ast.Name) and t.id not in lists:
-                        lists.add(t.id)
+            pairs = []
+            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                if isinstance(t, ast.Tuple) and isinstance(n.value, ast.Tuple) and len(t.elts) == len(n.value.elts):
+                    pairs += list(zip(t.elts, n.value.elts))
+                else:
+                    pairs.append((t, n.value))
+            for t, v in pairs:
+                if isinstance(t, ast.Name) and t.id not in lists and _is_per_request_source(v, lists):
+                    lists.add(t.id)
+                    changed = True
+        counts = request_counts(fn, lists)
+        for loop in loops:
+            if not loop_binds_request(loop, lists, counts):
+                continue
+            for n in _own_nodes(ast.Module(body=loop.body, type_ignores=[])):
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append":
+                    owner = n.func.value
+                    if isinstance(owner, ast.Name) and owner.id not in lists:
+                        lists.add(owner.id)
                         changed = True
     return lists
 

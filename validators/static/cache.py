@@ -24,7 +24,7 @@ class Cache:
     def __init__(self, key: str, directory: Path | None = None) -> None:
         self.dir = directory or cache_dir()
         self.file = self.dir / f"v{FORMAT}-{key}.pickle"
-        self.entries: dict[str, tuple[str, list[Finding]]] = {}
+        self.entries: dict[str, tuple] = {}  # path -> (digest, findings, outgoing calls)
         self.dirty = False
         try:
             with open(self.file, "rb") as fh:
@@ -32,14 +32,14 @@ class Cache:
         except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, ValueError):
             self.entries = {}  # a missing or unreadable cache only costs a cold run
 
-    def get(self, path: str, digest: str, display: str) -> list[Finding] | None:
+    def get(self, path: str, digest: str, display: str) -> tuple[list[Finding], list] | None:
         hit = self.entries.get(path)
-        if hit is None or hit[0] != digest:
+        if hit is None or hit[0] != digest or len(hit) != 3:
             return None
-        return [f if f.path == display else replace(f, path=display) for f in hit[1]]
+        return [f if f.path == display else replace(f, path=display) for f in hit[1]], hit[2]
 
-    def put(self, path: str, digest: str, findings: list[Finding]) -> None:
-        self.entries[path] = (digest, findings)
+    def put(self, path: str, digest: str, findings: list[Finding], outgoing: list | None = None) -> None:
+        self.entries[path] = (digest, findings, outgoing or [])
         self.dirty = True
 
     def save(self) -> None:

@@ -171,19 +171,21 @@ def meta(display: str, line: int, col: int, rule: str, message: str, key: str = 
     return Finding(display, line, col, rule, "META", "error", message, "<module>", digest)
 
 
-def lint_source(display: str, rel: str, data: bytes, facts: TreeFacts, rules: list[type[Rule]]) -> list[Finding]:
+def lint_source(display: str, rel: str, data: bytes, facts: TreeFacts, rules: list[type[Rule]],
+                extra_entries: frozenset = frozenset()) -> tuple[list[Finding], list]:
+    """Findings of one file, and its per-step calls into sibling modules (for the package pass)."""
     text = data.decode("utf-8", errors="replace")
     known = set(all_rules())
     if rel.endswith((".yaml", ".yml")):
-        return []  # config files are read by the tree-scope rules; suppressions applied there
+        return [], []  # config files are read by the tree-scope rules; suppressions applied there
     try:
         tree = ast.parse(data, filename=display)
     except (SyntaxError, ValueError) as exc:
         line = getattr(exc, "lineno", None) or 1
         return [meta(display, line, (getattr(exc, "offset", None) or 1), "OMNI-META-001",
                      f"file does not parse, no rule could check it: {exc.__class__.__name__}: {getattr(exc, 'msg', exc)}",
-                     key="parse-error")]
-    src = SourceFile(display, rel, text, tree, facts)
+                     key="parse-error")], []
+    src = SourceFile(display, rel, text, tree, facts, extra_entries)
     kind = src.kind
     findings: list[Finding] = []
     ran: set[str] = set()
@@ -202,19 +204,26 @@ def lint_source(display: str, rel: str, data: bytes, facts: TreeFacts, rules: li
                                  f"internal error in {rule.id}: {exc.__class__.__name__}: {exc} "
                                  f"({Path(tb.filename).name}:{tb.lineno}); the file was not fully checked"))
     findings = suppressions.apply(display, text, findings, ran, known)
-    return sorted(set(findings), key=Finding.sort_key)
+    outgoing = []
+    if "index" in src.__dict__:  # a model rule built the index: export cross-module per-step calls
+        try:
+            outgoing = src.index.outgoing()
+        except Exception as exc:
+            findings.append(meta(display, 1, 1, "OMNI-META-004", f"internal error in the package pass: {exc}"))
+    return sorted(set(findings), key=Finding.sort_key), outgoing
 
 
-def _lint_chunk(items: list[tuple[str, str, str, str]], facts: TreeFacts, rule_ids: list[str]):
+def _lint_chunk(items: list[tuple], facts: TreeFacts, rule_ids: list[str]):
     reg = all_rules()
     rules = [reg[r] for r in rule_ids]
     out = []
-    for abs_path, display, rel, digest in items:
+    for abs_path, display, rel, digest, extra in items:
         try:
             data = Path(abs_path).read_bytes()
-            out.append((abs_path, digest, lint_source(display, rel, data, facts, rules)))
+            found, outgoing = lint_source(display, rel, data, facts, rules, extra)
+            out.append((abs_path, digest, found, outgoing))
         except Exception as exc:  # unreadable file: fail closed
-            out.append((abs_path, digest, [meta(display, 1, 1, "OMNI-META-004", f"cannot lint file: {exc}")]))
+            out.append((abs_path, digest, [meta(display, 1, 1, "OMNI-META-004", f"cannot lint file: {exc}")], []))
     return out
 
 
@@ -243,46 +252,97 @@ def read_items(files: list[Path], root: Path | None) -> list[FileItem]:
 
 def run_file_rules(items: list[FileItem], facts: TreeFacts, rules: list[type[Rule]], jobs: int, cache) -> LintResult:
     res = LintResult(files=len(items))
-    todo: list[FileItem] = []
+    found: dict[str, list[Finding]] = {}
+    outgoing: dict[str, list] = {}
+    todo = []
     for it in items:
         hit = cache.get(str(it.path), it.digest, it.display) if cache is not None else None
         if hit is not None:
-            res.findings.extend(hit)
+            found[str(it.path)], outgoing[str(it.path)] = hit
             res.cached += 1
         else:
             todo.append(it)
-    rule_ids = [r.id for r in rules]
-    size = sum(len(it.data) for it in todo)
-    results = []
-    if jobs > 1 and len(todo) > 1 and size >= PARALLEL_MIN_BYTES:
-        chunks = _balanced(todo, jobs * 4)
-        import multiprocessing as mp
-
-        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futs = [pool.submit(_lint_chunk, [(str(i.path), i.display, i.rel, i.digest) for i in c], facts, rule_ids)
-                    for c in chunks]
-            for fut in futs:
-                results.extend(fut.result())
-    else:
-        reg = {r.id: r for r in rules}
-        for it in todo:
-            results.append((str(it.path), it.digest, lint_source(it.display, it.rel, it.data, facts, [reg[r] for r in rule_ids])))
-    by_path = {str(i.path): i for i in todo}
-    for abs_path, digest, found in results:
-        res.findings.extend(found)
-        if cache is not None and not any(f.rule == "OMNI-META-004" for f in found):
-            cache.put(abs_path, digest, found)
+    for abs_path, digest, f, out in _dispatch([(it, frozenset()) for it in todo], facts, rules, jobs):
+        found[abs_path], outgoing[abs_path] = f, out
+        if cache is not None and not any(x.rule == "OMNI-META-004" for x in f):
+            cache.put(abs_path, digest, f, out)
+    # Package pass: a helper module's functions that a sibling calls per step (`self.flow_head.solve(...)`
+    # in a loop of forward) are per-step entries there too; re-lint those few files with the entries.
+    extras = package_entries(items, outgoing)
+    second = []
+    for it in items:
+        extra = extras.get(str(it.path))
+        if not extra:
+            continue
+        key = f"{it.path}#entries={hash_entries(extra)}"
+        hit = cache.get(key, it.digest, it.display) if cache is not None else None
+        if hit is not None:
+            found[str(it.path)] = hit[0]
+        else:
+            second.append((it, extra))
+    for abs_path, digest, f, _out in _dispatch(second, facts, rules, jobs):
+        found[abs_path] = f
+        if cache is not None and not any(x.rule == "OMNI-META-004" for x in f):
+            cache.put(f"{abs_path}#entries={hash_entries(extras[abs_path])}", digest, f, [])
+    for it in items:
+        res.findings.extend(found.get(str(it.path), []))
     return res
 
 
-def _balanced(items: list[FileItem], n: int) -> list[list[FileItem]]:
-    chunks: list[list[FileItem]] = [[] for _ in range(max(1, n))]
+def hash_entries(extra: frozenset) -> str:
+    return hashlib.blake2b(repr(sorted(extra)).encode(), digest_size=6).hexdigest()
+
+
+def package_entries(items: list[FileItem], outgoing: dict[str, list]) -> dict[str, frozenset]:
+    """Resolve each file's per-step calls into sibling modules to (class, function, hot) entries."""
+    by_module: dict[str, str] = {}
+    for it in items:
+        if it.rel.endswith(".py"):
+            by_module[it.rel[:-3].replace("/", ".").removesuffix(".__init__")] = str(it.path)
+    acc: dict[str, set] = {}
+    for it in items:
+        calls = outgoing.get(str(it.path)) or []
+        if not calls:
+            continue
+        pkg = it.rel[:-3].replace("/", ".").rsplit(".", 1)[0] if "/" in it.rel else ""
+        for module, level, cls, name, hot in calls:
+            if level:
+                base = pkg.rsplit(".", level - 1)[0] if level > 1 else pkg
+                target_mod = f"{base}.{module}" if base else module
+            else:
+                target_mod = next((m for m in by_module if m == module or m.endswith("." + module)), module)
+            target = by_module.get(target_mod)
+            if target is not None and target != str(it.path):
+                acc.setdefault(target, set()).add((cls, name, bool(hot)))
+    return {k: frozenset(v) for k, v in acc.items()}
+
+
+def _dispatch(work: list[tuple[FileItem, frozenset]], facts: TreeFacts, rules: list[type[Rule]], jobs: int):
+    rule_ids = [r.id for r in rules]
+    size = sum(len(it.data) for it, _x in work)
+    if jobs > 1 and len(work) > 1 and size >= PARALLEL_MIN_BYTES:
+        import multiprocessing as mp
+
+        chunks = _balanced(work, jobs * 4)
+        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            futs = [pool.submit(_lint_chunk, [(str(i.path), i.display, i.rel, i.digest, x) for i, x in c], facts, rule_ids)
+                    for c in chunks]
+            for fut in futs:
+                yield from fut.result()
+        return
+    for it, extra in work:
+        f, out = lint_source(it.display, it.rel, it.data, facts, rules, extra)
+        yield str(it.path), it.digest, f, out
+
+
+def _balanced(work: list[tuple[FileItem, frozenset]], n: int) -> list[list[tuple[FileItem, frozenset]]]:
+    chunks: list[list] = [[] for _ in range(max(1, n))]
     sizes = [0] * len(chunks)
-    for it in sorted(items, key=lambda i: -len(i.data)):
+    for w in sorted(work, key=lambda w: -len(w[0].data)):
         k = sizes.index(min(sizes))
-        chunks[k].append(it)
-        sizes[k] += len(it.data)
+        chunks[k].append(w)
+        sizes[k] += len(w[0].data)
     return [c for c in chunks if c]
 
 

@@ -315,9 +315,12 @@ def _cached(fn: ast.AST) -> bool:
 
 
 class ModuleIndex:
-    def __init__(self, tree: ast.Module, lines: list[str] | None = None) -> None:
+    def __init__(self, tree: ast.Module, lines: list[str] | None = None,
+                 extra_entries: frozenset[tuple[str, str, bool]] = frozenset()) -> None:
         self.tree = tree
         self._lines = lines
+        # (class or "", function, hot): functions another file of the package calls per step.
+        self.extra_entries = extra_entries
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, FuncInfo] = {}  # qualname -> info (module functions and methods)
         self.module_funcs: dict[str, FuncInfo] = {}
@@ -439,8 +442,15 @@ class ModuleIndex:
         per_step: set[str] = set()
         hot: set[str] = set()
         work = [f for f in self.functions.values() if f.cls and f.name in PER_STEP_ENTRIES and not _cached(f.node)]
-        per_step.update(f.qualname for f in work)
         hot_work: list[FuncInfo] = []
+        for cls, name, is_hot in sorted(self.extra_entries):
+            fn = self.method(cls, name) if cls else self.module_funcs.get(name)
+            if fn is not None and not _cached(fn.node):
+                work.append(fn)
+                if is_hot and fn.qualname not in hot:
+                    hot.add(fn.qualname)
+                    hot_work.append(fn)
+        per_step.update(f.qualname for f in work)
         while work:
             fn = work.pop()
             for target, in_loop, guarded in self.callees(fn):
@@ -464,6 +474,45 @@ class ModuleIndex:
                     per_step.add(target.qualname)
                     hot_work.append(target)
         return per_step, hot
+
+    def imports(self) -> dict[str, tuple[str, int]]:
+        """Local name -> (module, level) of `from module import name` at module level."""
+        out = {}
+        for node in self.tree.body:
+            if isinstance(node, ast.ImportFrom) and node.module:
+                for a in node.names:
+                    out[a.asname or a.name] = (node.module, node.level)
+        return out
+
+    def outgoing(self) -> list[tuple[str, int, str, str, bool]]:
+        """Per-step calls into other modules: (module, level, class or "", function, hot) for
+        `self.sub.method(...)`/`self.sub(...)` on an imported class and calls of imported functions."""
+        imports = self.imports()
+        if not imports:
+            return []
+        out = set()
+        for qual in self.per_step:
+            fn = self.functions[qual]
+            fn_hot = qual in self.hot
+            for call, in_loop, guarded in fn.calls:
+                if guarded:
+                    continue
+                func = call.func
+                target = None
+                if isinstance(func, ast.Name) and func.id in imports and not func.id[:1].isupper():
+                    target = (func.id, "", func.id)
+                elif isinstance(func, ast.Attribute) and (attr := is_self_attr(func.value)) is not None:
+                    cname = self.attr_class(fn.cls, attr)
+                    if cname in imports and cname not in self.classes:
+                        target = (cname, cname, func.attr)
+                elif (attr := is_self_attr(func)) is not None and fn.cls and self.method(fn.cls, attr) is None:
+                    cname = self.attr_class(fn.cls, attr)
+                    if cname in imports and cname not in self.classes:
+                        target = (cname, cname, "forward")
+                if target is not None:
+                    module, level = imports[target[0]]
+                    out.add((module, level, target[1], target[2], fn_hot or in_loop))
+        return sorted(out)
 
     def symbol_at(self, line: int) -> str:
         best, size = "<module>", 1 << 30

@@ -38,6 +38,7 @@ class SourceFile:
     text: str
     tree: ast.Module
     facts: TreeFacts = field(default_factory=TreeFacts)
+    extra_entries: frozenset = frozenset()  # per-step entry points other files of the package call
 
     @cached_property
     def kind(self) -> str:
@@ -51,7 +52,7 @@ class SourceFile:
     def index(self):
         from omnitts.validators.static.index import ModuleIndex
 
-        return ModuleIndex(self.tree, self.lines)
+        return ModuleIndex(self.tree, self.lines, self.extra_entries)
 
     def node_text(self, node: ast.AST) -> str:
         """Source lines a node spans (cached): the cheap textual prefilter rules run per function."""

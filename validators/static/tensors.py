@@ -17,7 +17,6 @@ from omnitts.validators.static.index import (
     ClassInfo,
     Ctx,
     ModuleIndex,
-    child_blocks,
     dotted,
     is_graph_capture,
     is_run_once_test,

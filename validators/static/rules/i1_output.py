@@ -11,6 +11,9 @@ from omnitts.validators.static.rule import Invalid, Report, Rule, Valid, registe
 from omnitts.validators.static.source import SourceFile
 
 AUDIO_KEYS = frozenset({"model_outputs", "audio"})
+# Keys that carry no payload: a return emitting only these dropped the step's audio. A return with
+# other payload keys (codes, latents) is another stage's output sharing the class, not a dropped step.
+META_KEYS = frozenset({"sr", "sample_rate", "audio_sample_rate", "meta", "generated_len", "request_id", "finished"})
 OUTPUT_HOOKS = ("forward", "make_omni_output")
 _SEMANTICS = re.compile(r"\b(delta|cumulative)\b", re.I)
 UNKNOWN = None
@@ -60,6 +63,8 @@ def _name_keys(fn: ast.AST, name: str) -> set[str] | None:
 
 
 def _omni_output_keys(fn: ast.AST, call: ast.Call) -> set[str] | None:
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return UNKNOWN  # OmniOutput(*fields)
     mm = next((k.value for k in call.keywords if k.arg == "multimodal_outputs"), None)
     if mm is None and len(call.args) >= 2:
         mm = call.args[1]
@@ -227,7 +232,7 @@ class EveryReturnEmitsAudio(Rule):
         seen = set()
         for _cname, fn, paths in audio_hooks(src):
             for node, keys in paths:
-                if keys is UNKNOWN or keys & AUDIO_KEYS or id(node) in seen:
+                if keys is UNKNOWN or keys & AUDIO_KEYS or keys - META_KEYS or id(node) in seen:
                     continue
                 seen.add(id(node))
                 emitted = ", ".join(sorted(keys)) or "nothing"

@@ -12,7 +12,7 @@ from omnitts.validators.static.batch import (
     per_request_lists,
     request_counts,
 )
-from omnitts.validators.static.index import FUNC_TYPES, dotted, is_self_attr, walk
+from omnitts.validators.static.index import FUNC_TYPES, dotted, is_self_attr, iter_stmts, stmt_exprs, walk
 from omnitts.validators.static.rule import Invalid, Rule, Valid, register
 from omnitts.validators.static.source import SourceFile
 
@@ -67,6 +67,9 @@ def _loops(fn: ast.AST):
     return cached
 
 
+BATCH_TENSORS = frozenset({"input_ids", "inputs_embeds", "hidden_states", "positions", "model_outputs"})
+
+
 @register
 class NoFirstRequestOnly(Rule):
     """A batched output hook (`forward`, `make_omni_output`) that reads the first entry of the
@@ -96,6 +99,13 @@ wav = self.decode(infos[0]["codes"])
 return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [wav]})''')),
     ]
     INVALID = [
+        Invalid(_m('''outs, offset = [], 0
+for info in runtime_additional_information or []:
+    span = info["span"]
+    outs.append(self.decode(input_ids[:span]))
+    offset += span
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})'''), line=12,
+                message="first request's rows"),
         Invalid(_m('''info = kwargs.get("runtime_additional_information", [{}])[0]
 wav = self.decode(info["codes"])
 return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [wav]})'''), line=9,
@@ -104,9 +114,20 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
 
     def check(self, src: SourceFile):
         for fn in _hooks(src):
-            lists = _loops(fn.node)[0]
+            lists, loops = _loops(fn.node)
+            yield from self._first_slices(fn, loops)
+            meta_reads = set()  # xs[0].device / .dtype / .shape: metadata every request shares
+            for n in own_nodes(fn.node):
+                if isinstance(n, ast.Attribute) and n.attr in ("device", "dtype", "shape", "ndim", "is_cuda"):
+                    meta_reads.add(id(n.value))
+            unguarded = set()
+            for stmt, ctx in iter_stmts(fn.node.body):
+                if not ctx.guarded:
+                    unguarded |= {id(x) for e in stmt_exprs(stmt) for x in walk(e)}
             for n in own_nodes(fn.node):
                 if not (isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and n.slice.value == 0):
+                    continue
+                if id(n) in meta_reads or id(n) not in unguarded:
                     continue
                 base = n.value
                 is_list = (isinstance(base, ast.Name) and base.id in lists) or (
@@ -117,6 +138,20 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
                 if is_list and isinstance(n.ctx, ast.Load) and not _len_one_guarded(fn.node, n):
                     yield Rule.at(n, f"`{fn.qualname}` reads the first entry of the per-request list; every other "
                                   "request in the batch gets request 0's data")
+
+    @staticmethod
+    def _first_slices(fn, loops):
+        """`input_ids[:n]` inside the per-request loop: the first request's rows for every request."""
+        for loop in loops:
+            for n in own_nodes(ast.Module(body=loop.body, type_ignores=[])):
+                if not (isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in BATCH_TENSORS):
+                    continue
+                s = n.slice
+                if isinstance(s, ast.Slice) and s.upper is not None and (
+                    s.lower is None or (isinstance(s.lower, ast.Constant) and s.lower.value == 0)
+                ):
+                    yield Rule.at(n, f"`{n.value.id}[:...]` inside the per-request loop of `{fn.qualname}` takes the "
+                                  "first request's rows for every request; slice at the request's offset")
 
 
 def _names_in(node: ast.AST) -> set[str]:
@@ -164,6 +199,11 @@ for info in runtime_additional_information or []:
     wav = self.decode(info["codes"])
 return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [wav]})'''), line=12,
                 message="last request wins"),
+        Invalid(_m('''for info in runtime_additional_information or []:
+    audio = self.decode(info["codes"])
+outs = [audio for _ in runtime_additional_information]
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})'''), line=11,
+                message="last request wins"),
     ]
 
     def check(self, src: SourceFile):
@@ -174,14 +214,21 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
             emitted = set()
             for e in _output_exprs(fn.node):
                 emitted |= _names_in(e)
+            # Names that feed an emitted name after the loop (`outputs = [audio for _ in infos]`).
+            late = [n for n in own_nodes(fn.node) if isinstance(n, ast.Assign)]
+            for _ in range(2):
+                for n in late:
+                    if any(isinstance(t, ast.Name) and t.id in emitted for t in n.targets):
+                        emitted |= _names_in(n.value)
             for loop in loops:
                 loop_end = loop.end_lineno or loop.lineno
                 assigned: dict[str, ast.AST] = {}
                 for n in own_nodes(ast.Module(body=loop.body, type_ignores=[])):
                     if isinstance(n, ast.Assign):
                         for t in n.targets:
-                            if isinstance(t, ast.Name):
-                                assigned.setdefault(t.id, n)
+                            for x in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                                if isinstance(x, ast.Name):
+                                    assigned.setdefault(x.id, n)
                 loop_vars = _names_in(loop.target)
                 for name, node in assigned.items():
                     if name not in emitted or name in loop_vars:
@@ -192,6 +239,9 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
                              and any(isinstance(t, ast.Name) and t.id == name
                                      for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
                     used_after = [e for e in _output_exprs(fn.node) if e.lineno > loop_end and name in _names_in(e)]
+                    used_after += [n.value for n in late if n.lineno > loop_end and name in _names_in(n.value)
+                                   and not any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+                    used_after.sort(key=lambda e: e.lineno)
                     if later or not used_after:
                         continue
                     yield Rule.at(used_after[0], f"`{name}` is assigned per request inside the loop at line "
@@ -273,6 +323,12 @@ for info in runtime_additional_information or []:
 self._ar_emit_stop_token = all(flags)
 return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [torch.zeros(0)] * len(flags)})'''),
                 line=12, message="one flag for the whole batch"),
+        Invalid(_m('''flags = []
+for info in runtime_additional_information or []:
+    flags.append(bool(info.get("is_last")))
+self._last_chunk_flags = [all(flags)] * len(flags)
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [torch.zeros(0)] * len(flags)})'''),
+                line=12, message="one flag for the whole batch"),
     ]
 
     def check(self, src: SourceFile):
@@ -288,9 +344,10 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
                 if attr is None:
                     continue
                 v = n.value
-                if isinstance(v, ast.Call) and dotted(v.func) in ("all", "any"):
-                    yield Rule.at(n, f"`self.{attr} = {dotted(v.func)}(...)` in `{fn.qualname}` keeps one flag for the "
-                                  "whole batch; keep one entry per request")
+                folds = [c for c in walk(v) if isinstance(c, ast.Call) and dotted(c.func) in ("all", "any")]
+                if folds:
+                    yield Rule.at(n, f"`self.{attr} = ...{dotted(folds[0].func)}(...)` in `{fn.qualname}` keeps one flag "
+                                  "for the whole batch; keep one entry per request")
                 elif id(n) in in_loop and _is_flag(v):
                     yield Rule.at(n, f"`self.{attr}` is set per request inside the loop of `{fn.qualname}`: one flag "
                                   "for the whole batch, the last request wins")

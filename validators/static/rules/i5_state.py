@@ -8,7 +8,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from omnitts.validators.static.batch import per_request_loops
+from omnitts.validators.static.batch import per_request_lists, per_request_loops
 from omnitts.validators.static.index import FUNC_TYPES, ClassInfo, FuncInfo, dotted, is_self_attr, iter_stmts, walk
 from omnitts.validators.static.rule import Invalid, Rule, Valid, register
 from omnitts.validators.static.source import SourceFile
@@ -19,12 +19,13 @@ SCHED, GLOBAL, CONST, OBJID = "sched", "global", "const", "objid"
 FINISH_HOOK = "on_requests_finished"
 _KEY_SOURCE = {"request_id": SCHED, "req_id": SCHED, "global_request_id": GLOBAL}
 _DICT_FACTORIES = {"dict", "OrderedDict", "defaultdict", "collections.OrderedDict", "collections.defaultdict", "WeakValueDictionary"}
-_REQ_NAME = re.compile(r"req|request", re.I)
+_REQ_NAME = re.compile(r"(^|_)(req|request)_?(id|key|ids|keys)$|^(req|request|rid)$", re.I)
 _LOG = re.compile(r"(^|\.)(logger|logging|log|_logger|LOGGER)\.")
 _COPY_METHODS = {"clone", "cpu", "numpy", "tolist", "copy", "detach_copy", "to"}
 _VIEW_METHODS = {"view", "narrow", "reshape", "squeeze", "unsqueeze", "transpose", "permute", "flatten", "expand",
                  "detach", "contiguous", "select", "as_strided", "view_as", "t", "unflatten", "split", "chunk", "unbind"}
 _FACTORY = {"zeros", "empty", "ones", "full", "zeros_like", "empty_like", "ones_like", "full_like"}
+_KEY_HELPER = re.compile(r"^_?(get_)?req(uest)?_?(id|key)s?$|^_?(resolve|extract)_req(uest)?_?(id|key)$")
 STATE_WORDS = re.compile(r"cache|buffer|state|gen|stream|pad|window|history|prev|context|queue|pending", re.I)
 
 
@@ -77,6 +78,8 @@ class IdEval:
             name = dotted(node.func)
             if name == "id":
                 return {OBJID}
+            if _KEY_HELPER.search(name.split(".")[-1]):
+                return {"named"}  # request_key(info), self._req_id(info): a helper that reads the id
             if name in ("str", "int", "repr", "hash") and node.args:
                 return self.sources(node.args[0], env)
             return set()
@@ -127,7 +130,15 @@ class ClassState:
             return self._envs[fn.qualname]
         self._envs[fn.qualname] = {}  # cycles
         env: dict[str, set[str]] = self._param_sources(fn, depth)
+        lists = None
         for stmt, _ctx in iter_stmts(fn.node.body):
+            if isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Tuple):
+                # `for key, span in pending:` over the requests of the batch: the key is the request's.
+                lists = per_request_lists(fn.node) if lists is None else lists
+                if isinstance(stmt.iter, ast.Name) and stmt.iter.id in lists:
+                    for e in stmt.target.elts:
+                        if isinstance(e, ast.Name):
+                            env[e.id] = env.get(e.id, set()) | {"named"}
             if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
                 srcs = self.idev.sources(stmt.value, env)
                 for t in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
@@ -579,10 +590,30 @@ class Code2Wav(torch.nn.Module):
 {line}
         return OmniOutput(text_hidden_states=None, multimodal_outputs={{"model_outputs": outs}})
 '''
-    VALID = [Valid(_B.format(line="            outs.append(self.wav_buf[i, :n].clone())"))]
-    INVALID = [Invalid(_B.format(line="            outs.append(self.wav_buf[i, :n])"), line=16, message="view of persistent buffer")]
+    _R = """
+import torch
+
+
+class CodePredictor(torch.nn.Module):
+    def forward(self, hidden):
+        return self.predict(hidden)
+
+    def predict(self, hidden):
+        loop = self._static_loops[hidden.shape[0]]
+        loop.hidden.copy_(hidden)
+        loop.graph.replay()
+        return {ret}
+"""
+    VALID = [Valid(_B.format(line="            outs.append(self.wav_buf[i, :n].clone())")),
+             Valid(_R.format(ret="loop.codes.clone(), loop.stop.clone()"))]
+    INVALID = [
+        Invalid(_B.format(line="            outs.append(self.wav_buf[i, :n])"), line=16, message="view of persistent buffer"),
+        Invalid(_R.format(ret="loop.codes, loop.stop.clone()"), line=13, message="replays a CUDA graph"),
+    ]
 
     def check(self, src: SourceFile):
+        if ".replay()" in src.text:
+            yield from self._graph_returns(src)
         for cname, cls in src.index.classes.items():
             buffers = _buffers(cls)
             if not buffers:
@@ -592,6 +623,28 @@ class Code2Wav(torch.nn.Module):
                 if ("OmniOutput" not in text and "model_outputs" not in text) or fn.qualname not in src.index.per_step:
                     continue
                 yield from self._check_fn(fn, buffers)
+
+    @staticmethod
+    def _graph_returns(src: SourceFile):
+        """A function that replays a CUDA graph and returns the graph's static output buffers
+        (`holder.out`, `self.out_buf[:n]`) without a copy: the next replay overwrites them."""
+        for fn in src.index.functions.values():
+            text = src.node_text(fn.node)
+            if ".replay()" not in text:
+                continue
+            for stmt, _ctx in iter_stmts(fn.node.body):
+                if not isinstance(stmt, ast.Return) or stmt.value is None:
+                    continue
+                elems = stmt.value.elts if isinstance(stmt.value, ast.Tuple) else [stmt.value]
+                for e in elems:
+                    base = e
+                    while isinstance(base, ast.Subscript) or (
+                        isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and base.func.attr in _VIEW_METHODS
+                    ):
+                        base = base.value if isinstance(base, ast.Subscript) else base.func.value
+                    if isinstance(base, ast.Attribute) and not isinstance(base.value, ast.Call):
+                        yield Rule.at(e, f"`{fn.qualname}` replays a CUDA graph and returns its static buffer "
+                                      f"`{dotted(base) or 'buffer'}` without `.clone()`: the next replay overwrites it")
 
     def _check_fn(self, fn: FuncInfo, buffers: set[str]):
         views: set[str] = set()

@@ -358,7 +358,7 @@ class RefNativeArForConditionalGeneration(nn.Module):
         state = self._states.get(request_key(info))
         if state is None or hidden_states.shape[0] == 0:
             return {}
-        patch = self.flow_head.solve(hidden_states[-1:])
+        patch = self.flow_head.solve(hidden_states[-1:], state.frame_idx)
         state.next_embed = self.feat_encoder(patch)[0]
         state.pending_latent = patch[0].float()
         state.pending_audio = self.decode_delta(state, patch[0])

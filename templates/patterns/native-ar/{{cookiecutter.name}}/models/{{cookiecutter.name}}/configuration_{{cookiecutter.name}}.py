@@ -38,14 +38,14 @@ class {{ cookiecutter.camel }}Config(PretrainedConfig):
         rope_theta: float = 10000.0,
         rms_norm_eps: float = 1e-6,
         latent_dim: int = 16,
-        patch_size: int = 2,
+        patch_size: int = 1,
         flow_hidden_size: int = 128,
         flow_steps: int = 8,
         frames_per_text_token: int = 2,
         stop_ramp: float = 4.0,
         max_frames: int = 96,
         vae_dim: int = 32,
-        upsample_rates: tuple[int, ...] | list[int] = (4, 5, 8),
+        upsample_rates: tuple[int, ...] | list[int] = (4, 8, 10),
         upsample_channels: tuple[int, ...] | list[int] = (16, 8, 4),
         sample_rate: int = {{ cookiecutter.sample_rate }},
         decode_pad_frames: int = 8,
@@ -100,8 +100,9 @@ def init_weights_from_seed(module: nn.Module, seed: int, head_gain: float = 4.0,
 
     Values are drawn on the CPU from ``seed`` in parameter order and then copied to wherever the parameters live, so
     CPU and CUDA runs start from identical weights. Norm weights are ones and 1-D parameters (biases) zeros;
-    matrices are normal with std ``gain / sqrt(fan_in)``, where output heads get ``head_gain`` (wide greedy argmax
-    margins) and convolutions ``conv_gain`` (keeps the waveform's level through the upsampling stack).
+    matrices are normal with std ``gain / sqrt(fan_in)``, where output heads (``*head``, ``heads.<k>``) get
+    ``head_gain`` (wide greedy argmax margins) and convolutions ``conv_gain`` (keeps the waveform's level through the
+    upsampling stack).
     """
     generator = torch.Generator().manual_seed(seed)
     for module_name, submodule in module.named_modules():
@@ -113,8 +114,9 @@ def init_weights_from_seed(module: nn.Module, seed: int, head_gain: float = 4.0,
                     fan_in = param.shape[0] * param.shape[2] // submodule.stride[0]
                 else:
                     fan_in = param[0].numel()
+                parent, _, leaf = module_name.rpartition(".")
                 gain = 1.0
-                if "head" in module_name:
+                if leaf.endswith("head") or (leaf.isdigit() and parent.endswith("heads")):
                     gain = head_gain
                 elif isinstance(submodule, (nn.Conv1d, nn.ConvTranspose1d)):
                     gain = conv_gain

@@ -2,9 +2,10 @@
 """Side computation of {{ cookiecutter.camel }}, part 1: the flow-matching head and the latent feature encoder.
 
 Runs outside the runner-stepped base LM (in the post-processing hook): given the LM's last hidden state ``h``, the
-head integrates the velocity field ``v(x, t | h)`` with ``flow_steps`` explicit Euler steps from a fixed prior
-``x_0`` (t = 0) to the latent patch ``x_1`` (t = 1). The Euler loop is a per-step hot loop: device tensors only,
-the time grid is pre-built, nothing reads a value back to the host.
+head integrates the velocity field ``v(x, t | h)`` with ``flow_steps`` explicit Euler steps from a noise sample
+``x_0`` (t = 0) to the latent patch ``x_1`` (t = 1). The noise comes from a table seeded once and indexed by the
+frame number on the device, so runs are deterministic (greedy parity) without a host round trip. The Euler loop is
+a per-step hot loop: device tensors only, the time grid is pre-built, nothing reads a value back to the host.
 """
 
 import math
@@ -37,17 +38,17 @@ class {{ cookiecutter.camel }}FlowHead(nn.Module):
         self.mid_proj = nn.Linear(config.flow_hidden_size, config.flow_hidden_size)
         self.out_proj = nn.Linear(config.flow_hidden_size, flat)
         self.register_buffer("t_span", torch.linspace(0.0, 1.0, config.flow_steps + 1), persistent=False)
-        prior = torch.randn(flat, generator=torch.Generator().manual_seed(config.seed + 2))
-        self.register_buffer("prior", prior, persistent=False)
+        noise = torch.randn(config.max_frames + 1, flat, generator=torch.Generator().manual_seed(config.seed + 2))
+        self.register_buffer("noise", noise, persistent=False)
 
     def velocity(self, x: torch.Tensor, t: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
         temb = timestep_embedding(t, self.time_dim).expand(x.shape[0], -1)
         h = F.silu(self.in_proj(torch.cat([x, cond, temb], dim=-1)))
         return self.out_proj(F.silu(self.mid_proj(h)))
 
-    def solve(self, cond: torch.Tensor) -> torch.Tensor:
-        """Euler integration from the prior (a fixed sample: deterministic, so greedy parity holds) to the patch."""
-        x = self.prior.to(cond.dtype).expand(cond.shape[0], -1)
+    def solve(self, cond: torch.Tensor, frame_idx: torch.Tensor) -> torch.Tensor:
+        """Euler integration from the noise of frame ``frame_idx`` (``[B]``, on the device) to the latent patch."""
+        x = self.noise[frame_idx.clamp(max=self.noise.shape[0] - 1)].to(cond.dtype)
         for i in range(self.t_span.shape[0] - 1):
             t = self.t_span[i]
             dt = self.t_span[i + 1] - self.t_span[i]

@@ -38,4 +38,4 @@ class {{ cookiecutter.camel }}AudioVAEDecoder(nn.Module):
         for up, rate in zip(self.ups, self.rates, strict=True):
             frames = x.shape[-1]
             x = F.silu(up(x)[..., : frames * rate])  # drop the overlap tail: causal transposed convolution
-        return torch.tanh(0.5 * self.post(x)).squeeze(1)
+        return torch.tanh(0.2 * self.post(x)).squeeze(1)

@@ -1,0 +1,279 @@
+"""`omnitts-scaffold new NAME --like EXISTING`: an in-tree model's integration as the template.
+
+As Hugging Face's `add-new-model-like` does for transformers, the source model's own files (its
+package and pipeline, stage input processor, deploy yaml, adapter, HF config module, examples and
+tests) are copied with every spelling of its names replaced, and every shared-file registration it
+has is made again for the new names, by the same codemods `new` uses; all of it is one plan,
+applied as one transaction. Unlike `add-new-model-like`, nothing is inserted at marker strings, a
+second identical run is a no-op, and `remove NAME` undoes it byte for byte.
+
+Renaming is case- and separator-aware: for `fish_speech` -> `my_tts`, `fish_speech`, `FishSpeech`,
+`FISH_SPEECH`, `Fish Speech` and `fish-speech` become `my_tts`, `MyTts`, `MY_TTS`, `My Tts` and
+`my-tts`. The source's served type and pipeline keys (`fish_tts`, `fish_qwen3_omni`) become the new
+model type, and an entry stage key that does not contain the source's name (`latent_generator`)
+becomes the new stage key, so the copy never shares detection with its source.
+
+In the five-point era the source's request handling lives inline in serving_speech.py (it has no
+module of its own to copy): the copy is wired through the generated five points, and a notice says
+so. In the hybrid and adapter eras the source's adapter is the serving code, and it is copied.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from omnitts.scaffold import hub_readme, profiles
+from omnitts.scaffold.check import deploy_candidates, model_views
+from omnitts.scaffold.errors import ScaffoldError
+from omnitts.scaffold.formatting import format_python
+from omnitts.scaffold.index import TreeIndex
+from omnitts.scaffold.integration import Integration, run_patches, shared_file_patches
+from omnitts.scaffold.naming import camel_case, check_identifier
+from omnitts.scaffold.new import add_generated, adapter_stage_key_owners
+from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
+from omnitts.scaffold.profiles import LayoutProfile
+from omnitts.scaffold.remove import CONFIGS, owned_files
+
+TEXT_SUFFIXES = {".py", ".yaml", ".yml", ".md", ".sh", ".json", ".txt", ".toml", ".cfg", ".jinja", ".j2"}
+
+
+@dataclass(frozen=True)
+class Renamer:
+    """Replace every spelling of a set of source names, keeping each occurrence's case and separator."""
+
+    pairs: tuple[tuple[str, str], ...]  # (old snake_case name, new snake_case name), longest first
+    literals: tuple[tuple[str, str], ...] = ()  # exact quoted strings (stage keys without the name)
+
+    def __call__(self, text: str) -> str:
+        for old, new in self.literals:
+            text = re.sub(rf"""(["']){re.escape(old)}\1""", lambda m, new=new: f"{m.group(1)}{new}{m.group(1)}", text)
+        for old, new in self.pairs:
+            text = _pattern(old).sub(lambda m, new=new: _respell(m.group(0), new), text)
+        return text
+
+
+def _pattern(snake: str) -> re.Pattern:
+    tokens = [re.escape(t) for t in snake.split("_") if t]
+    return re.compile("(?i)" + r"[-_ ]?".join(tokens))
+
+
+def _respell(match: str, new: str) -> str:
+    tokens = [t for t in new.split("_") if t]
+    sep = next((c for c in match if c in "-_ "), "")
+    letters = [c for c in match if c.isalpha()]
+    if letters and all(c.islower() for c in letters):
+        return sep.join(tokens)
+    if letters and all(c.isupper() for c in letters):
+        return sep.join(t.upper() for t in tokens)
+    return sep.join(t[:1].upper() + t[1:] for t in tokens)
+
+
+@dataclass
+class Source:
+    """What the source model's integration is, read from the tree."""
+
+    folder: str
+    model_type: str  # served type
+    entry_stage: str
+    pipeline_keys: list[str]
+    adapter_module: str | None
+    files: list[str]
+    integ: Integration
+
+
+def _source(index: TreeIndex, like: str) -> Source:
+    views = [v for v in model_views(index, like) if v.model_type and v.pipelines and not v.diffusion]
+    if len(views) != 1:
+        found = ", ".join(v.label for v in model_views(index, like))
+        raise ScaffoldError(f"--like {like}: need exactly one served model with a pipeline.py, found: {found or 'none'}")
+    view = views[0]
+    if any(p.legacy for p in view.pipelines):
+        raise ScaffoldError(f"--like {like}: its topology is a legacy stage_configs yaml; pick a model with a pipeline.py")
+    folder = view.folder
+    stage, _ = index.entry_stage(view.pipelines[0])
+    from omnitts.scaffold.remove import integration_from_tree
+
+    integ, _ = integration_from_tree(index, folder)
+    keys = [k for k, _, _ in integ.pipelines]
+    deploy = [d for p in index.pipelines if p.folder == folder for d in deploy_candidates(index, p)]
+    adapter_module = None
+    if index.adapters and view.model_type in index.adapters.adapters:
+        adapter_module = index.adapters.adapters[view.model_type].module
+    aliases = (view.model_type, *keys)
+    files = owned_files(index, folder, deploy, aliases)
+    if adapter_module and adapter_module != folder:
+        files.append(f"{profiles.ADAPTERS}/{adapter_module}.py")
+    hf_configs = tuple(
+        (mt, mod, cls)
+        for mt, (cls, mod) in index.hf_configs.items()
+        if cls and mod and (mt in (view.model_type, *keys) or mod.startswith(f"vllm_omni.model_executor.models.{folder}."))
+    )
+    for _, module, _ in hf_configs:
+        rel = module.replace(".", "/") + ".py"
+        if module.startswith(CONFIGS.replace("/", ".")) and (index.root / rel).is_file():
+            files.append(rel)
+    integ = Integration(
+        name=folder,
+        camel=camel_case(folder),
+        upper=folder.upper(),
+        model_type=view.model_type,
+        stage_keys=(stage.model_stage,) if stage and stage.model_stage else (),
+        registry=integ.registry,
+        pipelines=integ.pipelines,
+        hf_configs=hf_configs,
+        adapter_module=adapter_module,
+    )
+    return Source(folder, view.model_type, stage.model_stage if stage else None, keys, adapter_module, sorted(dict.fromkeys(files)), integ)
+
+
+def renamer_for(src: Source, name: str, model_type: str, stage_key: str | None) -> Renamer:
+    pairs = {src.folder: name}
+    for old in (src.model_type, *src.pipeline_keys):
+        pairs.setdefault(old, model_type)
+    if src.adapter_module:
+        pairs.setdefault(src.adapter_module, name)
+    ordered = tuple(sorted(pairs.items(), key=lambda kv: -len(kv[0])))
+    literals = ()
+    probe = Renamer(ordered)
+    if src.entry_stage and probe(src.entry_stage) == src.entry_stage:
+        literals = ((src.entry_stage, stage_key or name),)
+    return Renamer(ordered, literals)
+
+
+def _prune_adapters(text: str, keep: str, rel: str) -> str:
+    """In a copied adapter module, keep only the adapter registered as `keep` (a module may hold several)."""
+    module = cst.parse_module(text)
+    body = []
+    for stmt in module.body:
+        if isinstance(stmt, cst.ClassDef) and any(
+            isinstance(d.decorator, cst.Name) and d.decorator.value == "register_tts_adapter" for d in stmt.decorators
+        ):
+            names = [
+                s.body[0].value
+                for s in stmt.body.body
+                if isinstance(s, cst.SimpleStatementLine)
+                and isinstance(s.body[0], cst.Assign)
+                and any(isinstance(t.target, cst.Name) and t.target.value == "name" for t in s.body[0].targets)
+            ]
+            value = names[0].evaluated_value if names and isinstance(names[0], cst.SimpleString) else None
+            if value != keep:
+                continue
+        body.append(stmt)
+    return module.with_changes(body=body).code
+
+
+def plan_like(
+    profile: LayoutProfile,
+    name: str,
+    like: str,
+    *,
+    model_type: str | None = None,
+    stage_key: str | None = None,
+    parallel: bool = True,
+) -> Plan:
+    check_identifier(name, "model name")
+    model_type = check_identifier(model_type or name, "model type")
+    if stage_key is not None:
+        check_identifier(stage_key, "stage key")
+    index = TreeIndex(profile)
+    src = _source(index, like)
+    if src.folder == name:
+        raise ScaffoldError(f"--like {like}: the new model needs a name other than its source's ({name})")
+    rename = renamer_for(src, name, model_type, stage_key)
+    new_stage = rename.literals[0][1] if rename.literals else rename(src.entry_stage)
+    check_identifier(new_stage, "stage key")
+
+    files: dict[str, str] = {}
+    notices: list[str] = []
+    for rel in src.files:
+        path = profile.root / rel
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            notices.append(f"{rel} is not text; not copied")
+            continue
+        if path.suffix not in TEXT_SUFFIXES:
+            notices.append(f"{rel} has no known text suffix; copied and renamed as text")
+        new_rel = rename(rel)
+        if new_rel == rel:
+            raise ScaffoldError(f"--like {like}: {rel} keeps its path after renaming; cannot copy it")
+        new_text = rename(text)
+        if rel == f"{profiles.ADAPTERS}/{src.adapter_module}.py":
+            new_text = _prune_adapters(new_text, model_type, new_rel)
+        files[new_rel] = new_text
+    taken = [rel for rel in files if (profile.root / rel).exists()]
+    pkg = f"{profiles.MODELS}/{name}/pipeline.py"
+    if taken and not (profile.root / pkg).is_file():
+        raise ScaffoldError(f"{taken[0]} already exists; the model name is taken")
+
+    # The new model's stage key must be its own (detection is first-match on stage keys).
+    from omnitts.scaffold.naming import ModelNames
+
+    arch = rename(src.integ.registry[0][0]) if src.integ.registry else f"{camel_case(name)}ForConditionalGeneration"
+    names = ModelNames(name, "two-stage", model_type, new_stage, arch)
+    if adapter_stage_key_owners(profile, names, None):
+        raise ScaffoldError(f"stage key {new_stage!r} is already served; choose --stage-key")
+    if profile.era in (profiles.FIVE_POINT, profiles.HYBRID):
+        from omnitts.scaffold.codemods.serving import existing_stage_keys, stage_constant_name
+
+        owner = existing_stage_keys(index.serving).get(new_stage)
+        if owner is not None and owner != stage_constant_name(name.upper()):
+            raise ScaffoldError(f"stage key {new_stage!r} is already served by {owner} in serving_speech.py; choose --stage-key")
+
+    files = format_python(files, profile.root)
+    plan = Plan(profile.root)
+    plan.notices += notices
+    add_generated(plan, profile.root, files)
+
+    integ = Integration(
+        name=name,
+        camel=camel_case(name),
+        upper=name.upper(),
+        model_type=model_type,
+        stage_keys=(new_stage,),
+        registry=tuple((rename(a), name, rename(m), rename(c)) for a, _, m, c in src.integ.registry),
+        pipelines=tuple((rename(k), rename(mod), rename(var)) for k, mod, var in src.integ.pipelines),
+        hf_configs=tuple((rename(mt), rename(mod), rename(cls)) for mt, mod, cls in src.integ.hf_configs),
+        adapter_module=name if src.adapter_module else None,
+    )
+    for what, old, new in (
+        ("architecture", [r[0] for r in src.integ.registry], [r[0] for r in integ.registry]),
+        ("pipeline key", [p[0] for p in src.integ.pipelines], [p[0] for p in integ.pipelines]),
+        ("config class", [h[2] for h in src.integ.hf_configs], [h[2] for h in integ.hf_configs]),
+    ):
+        same = [o for o, n in zip(old, new) if o == n]
+        if same:
+            raise ScaffoldError(f"--like {like}: the {what} {same[0]!r} does not contain the source's name; it cannot be renamed")
+    for rel, old, new in run_patches(profile, shared_file_patches(profile, integ), parallel=parallel):
+        plan.add(FileOp(rel, new, old=old, reason="patched"))
+    _copy_hub_sections(plan, profile, src, rename)
+    if profile.era == profiles.FIVE_POINT:
+        plan.notices.append(
+            f"five-point era: {src.model_type}'s request handling is inline in serving_speech.py; {name} is wired through"
+            f" the generated _validate_{name}_request / _build_{name}_params, port {src.model_type}'s branches into them"
+        )
+    return plan
+
+
+def _copy_hub_sections(plan: Plan, profile: LayoutProfile, src: Source, rename: Renamer) -> None:
+    for rel in (profiles.OFFLINE_HUB, profiles.ONLINE_HUB):
+        path = profile.root / rel
+        if not path.is_file():
+            continue
+        old = read_for_patch(profile.root, rel)
+        title = None
+        for folder in (src.folder, src.model_type, *src.pipeline_keys):
+            title = title or hub_readme.section_title_of(old, folder)
+        if title is None:
+            continue
+        section, row = hub_readme.section_text(old, title), hub_readme.row_text(old, title)
+        new_title = rename(title)
+        new = old
+        if row is not None:
+            new = hub_readme.add_table_row(new, rename(row), rel)
+        if section is not None:
+            new = hub_readme.add_section(new, new_title, rename(section), rel)
+        plan.add(FileOp(rel, new, old=old, reason="hub README"))
