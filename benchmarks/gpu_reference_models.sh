@@ -59,6 +59,8 @@ from omnitts.reference_models.catalog import get_subject
 from omnitts.reference_models.goldens import GOLDEN_TEXTS
 
 device = os.environ["OMNITTS_DEVICE"]
+if device == "cpu":
+    torch.set_num_threads(1)
 
 
 def sync():

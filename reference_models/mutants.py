@@ -105,6 +105,23 @@ def _truncation() -> list[Patch]:
     ]
 
 
+@mutant("ref_two_stage", "replay", checks=("I1-stream-equals-offline", "parity-reference"))
+def _two_stage_replay() -> list[Patch]:
+    """The async-chunk processor sends the request's whole frame history as every window.
+
+    Guide invariant I1, "cumulative: re-decode from step 0 every call" under a delta contract: each window restarts
+    at frame 0 while the decoder trims only the declared left context, so streaming clients hear earlier audio again
+    in every chunk.
+    """
+    return [
+        Patch(
+            PROCESSOR,
+            "    window = frames[start - context : start + count]\n",
+            "    window = frames[: start + count]  # the whole history, re-decoded from frame 0\n",
+        )
+    ]
+
+
 @mutant("ref_two_stage", "early-return", checks=("I1-model-outputs-every-step", "static:OMNI-I1-002"))
 def _early_return() -> list[Patch]:
     """The decoder's nothing-to-decode early return emits ``sr`` but no ``model_outputs``.

@@ -51,7 +51,8 @@ class Renamer:
         for old, new in self.literals:
             text = re.sub(rf"""(["']){re.escape(old)}\1""", lambda m, new=new: f"{m.group(1)}{new}{m.group(1)}", text)
         for old, new in self.pairs:
-            text = _pattern(old).sub(lambda m, new=new: _respell(m.group(0), new), text)
+            single = "_" not in old.strip("_")
+            text = _pattern(old).sub(lambda m, new=new, single=single: _respell(m.group(0), new, single), text)
         return text
 
 
@@ -60,14 +61,16 @@ def _pattern(snake: str) -> re.Pattern:
     return re.compile("(?i)" + r"[-_ ]?".join(tokens))
 
 
-def _respell(match: str, new: str) -> str:
+def _respell(match: str, new: str, single: bool = False) -> str:
+    """`new` spelled the way `match` is: case style and separator (a one-word source has no separator to
+    copy: snake and SCREAMING spellings keep the new name's underscores, CamelCase joins)."""
     tokens = [t for t in new.split("_") if t]
     sep = next((c for c in match if c in "-_ "), "")
     letters = [c for c in match if c.isalpha()]
     if letters and all(c.islower() for c in letters):
-        return sep.join(tokens)
+        return (sep or ("_" if single else "")).join(tokens)
     if letters and all(c.isupper() for c in letters):
-        return sep.join(t.upper() for t in tokens)
+        return (sep or ("_" if single else "")).join(t.upper() for t in tokens)
     return sep.join(t[:1].upper() + t[1:] for t in tokens)
 
 
@@ -133,8 +136,6 @@ def renamer_for(src: Source, name: str, model_type: str, stage_key: str | None) 
     pairs = {src.folder: name}
     for old in (src.model_type, *src.pipeline_keys):
         pairs.setdefault(old, model_type)
-    if src.adapter_module:
-        pairs.setdefault(src.adapter_module, name)
     ordered = tuple(sorted(pairs.items(), key=lambda kv: -len(kv[0])))
     literals = ()
     probe = Renamer(ordered)
@@ -197,11 +198,12 @@ def plan_like(
             continue
         if path.suffix not in TEXT_SUFFIXES:
             notices.append(f"{rel} has no known text suffix; copied and renamed as text")
-        new_rel = rename(rel)
+        adapter_rel = f"{profiles.ADAPTERS}/{src.adapter_module}.py"
+        new_rel = f"{profiles.ADAPTERS}/{name}.py" if rel == adapter_rel else rename(rel)
         if new_rel == rel:
             raise ScaffoldError(f"--like {like}: {rel} keeps its path after renaming; cannot copy it")
         new_text = rename(text)
-        if rel == f"{profiles.ADAPTERS}/{src.adapter_module}.py":
+        if rel == adapter_rel:
             new_text = _prune_adapters(new_text, model_type, new_rel)
         files[new_rel] = new_text
     taken = [rel for rel in files if (profile.root / rel).exists()]

@@ -97,6 +97,12 @@ def test_truncation_streams_less_audio_than_offline(served):
     assert all(o.stream.numel() == g.stream.numel() for o, g in zip(offline, served("ref_two_stage"), strict=True))
 
 
+def test_two_stage_replay_streams_more_audio_than_offline(served):
+    offline = served("ref_two_stage@replay", async_chunk=False)
+    for streamed, whole in zip(served("ref_two_stage@replay"), offline, strict=True):
+        assert streamed.stream.numel() > whole.stream.numel()
+
+
 def test_early_return_step_has_no_model_outputs(device):
     """The decoder step that only carries a finished sentinel (no frames left) loses ``model_outputs``."""
     for name, expect in (("ref_two_stage", True), ("ref_two_stage@early-return", False)):

@@ -91,6 +91,7 @@ class ToyTalker(nn.Module):
         key = self._key(info)
         if key not in self._remaining:
             self._remaining[key] = _text_len(info)
+            self._shared_remaining[0] = self._remaining[key]  # "shared" bug: one countdown for everyone
         emb = self.embed[input_ids.clamp(0, VOCAB - 1)]
         return input_ids, emb, {}
 
@@ -113,12 +114,12 @@ class ToyTalker(nn.Module):
                 rems.append(0.0)
                 continue
             if self.config.bug == "shared":
-                self._shared_remaining[0] = self._remaining[key]
                 rem = self._shared_remaining[0]
+                self._shared_remaining[0] = rem - 1
             else:
                 rem = self._remaining[key]
+                self._remaining[key] = rem - 1
             rems.append(float(rem))
-            self._remaining[key] = rem - 1
         if rems and logits_index is not None:
             count = count.index_put((logits_index,), torch.tensor(rems, device=hidden.device))
         hidden = torch.cat([count.reshape(-1, 1), hidden[:, 1:]], dim=1)
@@ -160,6 +161,10 @@ class ToyCode2Wav(nn.Module):
             start += n
             meta = (infos[i] if i < len(infos) else {}).get("meta", {})
             ctx = int(meta.get("left_context_size", 0))
+            if n == 0 or n % Q:  # e.g. the scheduler's single pad token of an empty final chunk
+                outs.append(torch.zeros(0))
+                srs.append(torch.tensor(SR, dtype=torch.int32))
+                continue
             frames = n // Q
             wave = _decode(ids.reshape(Q, frames))
             if self.config.bug == "replay":

@@ -7,7 +7,7 @@ import json
 
 from omnitts.validators.static.cli import main
 
-MODEL = '''import torch
+MODEL = """import torch
 
 
 class M(torch.nn.Module):
@@ -17,7 +17,7 @@ class M(torch.nn.Module):
             out.append(x[i].item())
 {extra}
         return out
-'''
+"""
 
 
 def _tree(tmp_path, extra: str = "", prefix: str = ""):
@@ -34,8 +34,19 @@ def _run(tmp_path, *args):
 def test_adopt_then_only_new_findings_fail(tmp_path, capsys):
     _tree(tmp_path)
     assert main([str(tmp_path / "pkg"), "--no-cache"]) == 1
-    assert main([str(tmp_path / "pkg"), "--no-cache", "--write-baseline", str(tmp_path / "bl.json"),
-                 "--reason", "legacy, tracked in #1"]) == 0
+    assert (
+        main(
+            [
+                str(tmp_path / "pkg"),
+                "--no-cache",
+                "--write-baseline",
+                str(tmp_path / "bl.json"),
+                "--reason",
+                "legacy, tracked in #1",
+            ]
+        )
+        == 0
+    )
     entry = json.loads((tmp_path / "bl.json").read_text())["entries"][0]
     assert set(entry) == {"path", "rule", "symbol", "hash", "count", "reason"} and "line" not in entry
     assert _run(tmp_path) == 0
@@ -67,8 +78,23 @@ def test_fixed_finding_passes_with_notice_and_full_scan_rejects_stale(tmp_path, 
 def test_baseline_needs_reason(tmp_path, capsys):
     _tree(tmp_path)
     assert main([str(tmp_path / "pkg"), "--no-cache", "--write-baseline", str(tmp_path / "bl.json")]) == 2
-    (tmp_path / "bl.json").write_text(json.dumps({"version": 1, "entries": [
-        {"path": "pkg/modeling_m.py", "rule": "OMNI-I3-001", "symbol": "M.forward", "hash": "x", "count": 1, "reason": ""}]}))
+    (tmp_path / "bl.json").write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "entries": [
+                    {
+                        "path": "pkg/modeling_m.py",
+                        "rule": "OMNI-I3-001",
+                        "symbol": "M.forward",
+                        "hash": "x",
+                        "count": 1,
+                        "reason": "",
+                    }
+                ],
+            }
+        )
+    )
     assert _run(tmp_path) == 2
     assert "no reason" in capsys.readouterr().err
 

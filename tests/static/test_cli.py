@@ -10,7 +10,7 @@ import pytest
 from omnitts.validators.static import engine
 from omnitts.validators.static.cli import main
 
-BAD = '''import torch
+BAD = """import torch
 
 
 class M(torch.nn.Module):
@@ -19,7 +19,7 @@ class M(torch.nn.Module):
         for i in range(4):
             out.append(x[i].item())
         return out
-'''
+"""
 
 
 @pytest.fixture

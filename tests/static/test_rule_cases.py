@@ -52,8 +52,12 @@ def test_every_rule_has_cases_and_docs():
         assert rule.VALID and rule.INVALID, rid
 
 
-FIXABLE = [pytest.param(rid, i, id=f"{rid}-fix-{i}") for rid, rule in sorted(RULES.items())
-           for i, case in enumerate(rule.INVALID) if case.fixed is not None]
+FIXABLE = [
+    pytest.param(rid, i, id=f"{rid}-fix-{i}")
+    for rid, rule in sorted(RULES.items())
+    for i, case in enumerate(rule.INVALID)
+    if case.fixed is not None
+]
 
 
 @pytest.mark.parametrize("rid,i", FIXABLE)

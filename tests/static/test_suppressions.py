@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from omnitts.validators.static import api
 
-HOT = '''import torch
+HOT = """import torch
 
 
 class M(torch.nn.Module):
@@ -13,7 +13,7 @@ class M(torch.nn.Module):
         for i in range(4):
 {lines}
         return out
-'''
+"""
 
 
 def _lint(tmp_path, lines: str):
@@ -67,12 +67,18 @@ def test_marker_inside_string_is_not_a_suppression(tmp_path):
 
 
 def test_yaml_suppression(tmp_path):
-    from .cases import write_case
     from omnitts.validators.static.rules.integration_config import ArStageConcurrency
+
+    from .cases import write_case
 
     case = ArStageConcurrency.INVALID[0]
     write_case(tmp_path, case)
     y = tmp_path / case.path
-    y.write_text(y.read_text().replace("max_num_seqs: 1\n    output", "max_num_seqs: 1  # omnitts: ignore[OMNI-INT-001] RNG is process-wide\n    output"))
+    y.write_text(
+        y.read_text().replace(
+            "max_num_seqs: 1\n    output",
+            "max_num_seqs: 1  # omnitts: ignore[OMNI-INT-001] RNG is process-wide\n    output",
+        )
+    )
     res = api.run([tmp_path], root=tmp_path, select=["OMNI-INT-001"], integration=True)
     assert [f.rule for f in res.findings] == []

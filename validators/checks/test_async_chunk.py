@@ -39,7 +39,7 @@ def test_async_chunk_equals_full_decode(ctx, record):
                                                          "initial_codec_chunk_frames": 0})
     base = dict(sub.connector_extra)
     left = int(base.get("codec_left_context_frames", 0) or 0)
-    configs = {"deploy": None, "small_chunks": {"codec_chunk_frames": 2, "codec_left_context_frames": max(left, 1)}}
+    configs = {"deploy": None, "small_chunks": {"codec_chunk_frames": 3, "codec_left_context_frames": max(left, 1)}}
     problems, boundaries = [], {}
     for cname, extra in configs.items():
         run = ctx.composition("all_at_once") if extra is None else ctx.run(f"chunk:{cname}", plans, connector_extra=extra)

@@ -43,7 +43,7 @@ def test_i5_state_freed_after_finish_and_abort(ctx, record):
 @pytest.mark.omnitts_check("i5.no_growth")
 def test_i5_no_growth_over_100_requests(ctx, record):
     sub = ctx.subject
-    plans = short_plans(sub, 100, max_tokens=4)
+    plans = short_plans(sub, 100, max_tokens=3)
     with ctx.guard("I5 100 sequential requests", max(ctx.options.timeout, 120)):
         eng = ctx.engine()
         eng.run([plans[0]], "i5-seq-0")

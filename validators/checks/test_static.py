@@ -32,18 +32,22 @@ def test_static_checks(ctx, record):
                     "run (fail closed; install omnitts with its static validators)", pytrace=False)
     sub = ctx.subject
     files = [Path(p) for p in sub.source_files]
-    pkg = Path(sub.extra["root"]) / "vllm_omni" / "model_executor" / "models" / sub.name if sub.kind == "tree" else (
-        files[0].parent if files else None)
+    tree_root = Path(sub.extra["root"]) if sub.kind == "tree" else None
+    stage0 = sub.stages[0].cls
+    pkg = Path(inspect.getfile(stage0)).resolve().parent if stage0 is not None else None
     if pkg is None:
-        pytest.fail(f"static checks: {sub.name} lists no source files", pytrace=False)
-    avail = {"package": pkg, "package_dir": pkg, "path": pkg, "model_dir": pkg, "name": sub.name, "model": sub.name,
-             "root": Path(sub.extra["root"]) if sub.kind == "tree" else None, "paths": files, "files": files}
-    if hasattr(api, "lint_model_package"):
-        result = _call(api.lint_model_package, **avail)
-    elif hasattr(api, "lint_paths"):
-        result = _call(api.lint_paths, **avail)
-    else:
-        pytest.fail("omnitts.validators.static.api has neither lint_model_package nor lint_paths", pytrace=False)
+        pytest.fail(f"static checks: cannot locate the model package of {sub.name}", pytrace=False)
+    avail = {"model_dir": pkg, "package": pkg, "package_dir": pkg, "path": pkg, "name": sub.name,
+             "model": sub.name, "tree_root": tree_root, "root": tree_root, "paths": files or [pkg], "files": files}
+    try:
+        if hasattr(api, "lint_model_package"):
+            result = _call(api.lint_model_package, **avail)
+        elif hasattr(api, "lint_paths"):
+            result = _call(api.lint_paths, **avail)
+        else:
+            pytest.fail("omnitts.validators.static.api has neither lint_model_package nor lint_paths", pytrace=False)
+    except Exception as exc:  # noqa: BLE001 - the static half failed: fail closed with its message
+        pytest.fail(f"static checks could not run on {pkg} (fail closed): {type(exc).__name__}: {exc}", pytrace=False)
     findings = list(getattr(result, "findings", result) or [])
     errors = list(getattr(result, "errors", []) or [])
     bad = [f for f in findings if getattr(f, "severity", "error") == "error"]
@@ -53,7 +57,9 @@ def test_static_checks(ctx, record):
         if getattr(f, "severity", "error") == "error":
             inv[key] = "failed"
     extra = {k: inv.get(k, "passed") for k in ("static.I1", "static.I2", "static.I3", "static.I5")}
-    record(findings=len(findings), errors=len(bad), internal_errors=errors[:5], extra_checks=extra)
+    rules = sorted({f.rule for f in bad})
+    record(findings=len(findings), errors=len(bad), rules=rules, internal_errors=errors[:5], package=str(pkg),
+           extra_checks=extra)
     if errors:
         pytest.fail("static checks failed internally (fail closed):\n  " + "\n  ".join(map(str, errors[:10])), pytrace=False)
     if bad:

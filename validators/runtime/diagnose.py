@@ -107,7 +107,7 @@ def detect_replay(deltas: list[torch.Tensor], rtol: float = 1e-4, atol: float = 
         return None
     hits = 0
     for prev, cur in zip(ds, ds[1:]):
-        if cur.numel() >= prev.numel() and torch.allclose(cur[: prev.numel()], prev, rtol=rtol, atol=atol):
+        if cur.numel() > prev.numel() and torch.allclose(cur[: prev.numel()], prev, rtol=rtol, atol=atol):
             hits += 1
     if hits >= max(2, (len(ds) - 1) * 3 // 4):
         return f"REPLAY: {hits} of {len(ds) - 1} deltas start with the previous delta (cumulative re-decoding from step 0)"

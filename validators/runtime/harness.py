@@ -91,6 +91,7 @@ class RequestResult:
     finished: bool = False
     aborted: bool = False
     eos: int | None = None
+    frames_emitted: int | None = None  # codec/latent frames counted from the payloads (codes.audio / latent rows)
 
     @property
     def frames(self) -> int:
@@ -206,6 +207,25 @@ def _leaves(x: Any, prefix: str):
     elif isinstance(x, (list, tuple)):
         for i, v in enumerate(x):
             yield from _leaves(v, f"{prefix}[{i}]")
+
+
+def count_frames(flat: dict) -> int | None:
+    """Frames in one request's step payload: valid rows of ``codes.audio`` (stop frames are negative) or of
+    ``latent``; None when the payload carries neither."""
+    for key in ("codes.audio", "latent"):
+        val = flat.get(key)
+        if isinstance(val, list):
+            val = [v for v in val if isinstance(v, torch.Tensor)]
+            val = torch.cat([v.reshape(-1, v.shape[-1]) for v in val if v.dim() > 0]) if val else None
+        if not isinstance(val, torch.Tensor):
+            continue
+        if val.numel() == 0:
+            return 0
+        rows = val.reshape(-1, val.shape[-1]) if val.dim() >= 2 else val.reshape(1, -1)
+        if key == "codes.audio":
+            return int((rows.min(dim=-1).values >= 0).sum())
+        return int(rows.shape[0])
+    return None
 
 
 def _is_omni_output(x: Any) -> bool:
@@ -466,7 +486,12 @@ class ARStage(_Stage):
             payload = {"hidden": hidden[s:e]} if isinstance(hidden, torch.Tensor) else {}
             for k, v in mm_flat.items():
                 payload[k] = _payload_element(v, i, s, e, seq_len)
-            eng.results[req.ext].tokens.append(tok)
+            res = eng.results[req.ext]
+            res.tokens.append(tok)
+            if eng.count_frames and self.spec.final_output:
+                n = count_frames(flatten_payload(payload))
+                if n is not None:
+                    res.frames_emitted = (res.frames_emitted or 0) + n
             if done:
                 self.finish(rid)
             results.append((rid, payload, done))
@@ -648,6 +673,7 @@ class Engine:
         self.spy_active = False
         self.intercept = None  # (stage, method, fn, args, kwargs) -> result or harness.PASS
         self.check_aliasing = check_aliasing
+        self.count_frames = True
         self.alias_violations: list[str] = []
         self.recorder: list | None = [] if record_calls else None
         self.salt = salt

@@ -55,6 +55,10 @@ def declared_semantics(cls) -> tuple[str | None, str]:
 
 
 def frames_for(subject: RuntimeSubject, result) -> int:
+    """Codec frames of one request: counted from the AR stage's payloads (``codes.audio`` / ``latent`` rows),
+    else its stage-0 tokens (minus the stop token unless the EOS step still emits audio)."""
+    if result.frames_emitted is not None:
+        return result.frames_emitted
     if subject.eos_step_emits_audio:
         return len(result.tokens)
     return result.frames

@@ -25,13 +25,20 @@ def _tree_digest(ctx: TreeContext) -> str:
     from omnitts.validators.static.rules import i1_output, integration_layout
 
     h = hashlib.blake2b(digest_size=12)
-    rels = list(configs.config_files(ctx)) + [ctx.rel(p) for p in sorted((ctx.root / ctx.dir("models")).glob("*/pipeline.py"))]
+    rels = list(configs.config_files(ctx)) + [
+        ctx.rel(p) for p in sorted((ctx.root / ctx.dir("models")).glob("*/pipeline.py"))
+    ]
     rels += list(i1_output.CONSOLIDATION_FILES)
     rels += [ctx.rel(p) for p in sorted((ctx.root / ctx.dir("stage_input_processors")).glob("*.py"))]
     for rel in rels:
         h.update(rel.encode())
         h.update(ctx.read(rel).encode())
-    for base in (integration_layout.OFFLINE, integration_layout.ONLINE, integration_layout.ADAPTERS, integration_layout.MODELS):
+    for base in (
+        integration_layout.OFFLINE,
+        integration_layout.ONLINE,
+        integration_layout.ADAPTERS,
+        integration_layout.MODELS,
+    ):
         d = ctx.root / base
         if d.is_dir():
             for p in sorted(d.iterdir()):
@@ -79,8 +86,9 @@ def run(
     if use_cache:
         from omnitts.validators.static.cache import Cache
 
-        key = hashlib.blake2b(f"{engine.rules_version()}|{','.join(r.id for r in rules)}|{facts.key()}".encode(),
-                              digest_size=10).hexdigest()
+        key = hashlib.blake2b(
+            f"{engine.rules_version()}|{','.join(r.id for r in rules)}|{facts.key()}".encode(), digest_size=10
+        ).hexdigest()
         cache = Cache(key)
     res = engine.run_file_rules(items, facts, rules, jobs, cache)
 
@@ -89,8 +97,10 @@ def run(
     yaml_items = {it.rel for it in items if it.rel.endswith((".yaml", ".yml"))}
     ctx_root = tree_root or model_root
     if integration and ctx_root is None:
-        raise UsageError(f"--integration: no vLLM-Omni tree (a directory holding {PKG}/__init__.py) or model root "
-                         f"(models/ + deploy/) at or above {paths[0]}")
+        raise UsageError(
+            f"--integration: no vLLM-Omni tree (a directory holding {PKG}/__init__.py) or model root "
+            f"(models/ + deploy/) at or above {paths[0]}"
+        )
     if ctx_root is not None and tree_rules:
         if integration or _covers_tree(paths, ctx_root):
             tfocus = focus

@@ -70,7 +70,9 @@ def load(path: Path) -> list[Entry]:
     out = []
     for i, e in enumerate(data["entries"]):
         try:
-            entry = Entry(str(e["path"]), str(e["rule"]), str(e["symbol"]), str(e["hash"]), int(e["count"]), str(e["reason"]))
+            entry = Entry(
+                str(e["path"]), str(e["rule"]), str(e["symbol"]), str(e["hash"]), int(e["count"]), str(e["reason"])
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise BaselineError(f"baseline {path}: entry {i} is malformed ({exc})") from exc
         if not entry.reason.strip():
@@ -82,7 +84,9 @@ def load(path: Path) -> list[Entry]:
 
 
 def entries_for(findings: list[Finding], base: Path, reason: str) -> list[Entry]:
-    counts = Counter((_rel(f.path, base), f.rule, f.symbol, f.stmt_hash) for f in findings if not f.rule.startswith("OMNI-META"))
+    counts = Counter(
+        (_rel(f.path, base), f.rule, f.symbol, f.stmt_hash) for f in findings if not f.rule.startswith("OMNI-META")
+    )
     return [Entry(p, r, s, h, n, reason) for (p, r, s, h), n in sorted(counts.items())]
 
 
@@ -118,8 +122,10 @@ def compare(findings: list[Finding], entries: list[Entry], base: Path, scanned: 
         if n == 0 and (full or not (base / e.path).exists()):
             out.stale.append(f"stale baseline entry: {e.rule} in {e.path} ({e.symbol}) no longer reported; remove it")
         elif n < e.count:
-            out.notices.append(f"baseline entry {e.rule} in {e.path} ({e.symbol}) allows {e.count}, found {n}: "
-                               "lower its count (the ratchet only goes down)")
+            out.notices.append(
+                f"baseline entry {e.rule} in {e.path} ({e.symbol}) allows {e.count}, found {n}: "
+                "lower its count (the ratchet only goes down)"
+            )
     return out
 
 

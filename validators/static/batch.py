@@ -10,7 +10,14 @@ from omnitts.validators.static.index import FUNC_TYPES, children, dotted
 
 BATCH_HOOKS = frozenset({"forward", "make_omni_output"})
 PER_REQUEST_PARAMS = frozenset(
-    {"runtime_additional_information", "model_intermediate_buffer", "infos", "info_dicts", "request_infos", "runtime_info"}
+    {
+        "runtime_additional_information",
+        "model_intermediate_buffer",
+        "infos",
+        "info_dicts",
+        "request_infos",
+        "runtime_info",
+    }
 )
 _KW_KEYS = ("runtime_additional_information", "model_intermediate_buffer")
 _SPLIT_CALL = re.compile(r"split|per_request")
@@ -26,7 +33,12 @@ def _is_per_request_source(node: ast.AST, lists: set[str]) -> bool:
         return _is_per_request_source(node.body, lists) or _is_per_request_source(node.orelse, lists)
     if isinstance(node, ast.Call):
         name = dotted(node.func)
-        if name.endswith(".get") and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in _KW_KEYS:
+        if (
+            name.endswith(".get")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value in _KW_KEYS
+        ):
             return True
         if _SPLIT_CALL.search(name.split(".")[-1]):
             return True
@@ -55,7 +67,7 @@ def per_request_lists(fn: ast.AST) -> set[str]:
             pairs = []
             for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
                 if isinstance(t, ast.Tuple) and isinstance(n.value, ast.Tuple) and len(t.elts) == len(n.value.elts):
-                    pairs += list(zip(t.elts, n.value.elts))
+                    pairs += list(zip(t.elts, n.value.elts, strict=False))
                 else:
                     pairs.append((t, n.value))
             for t, v in pairs:
@@ -66,10 +78,20 @@ def per_request_lists(fn: ast.AST) -> set[str]:
         for loop in loops:
             if not loop_binds_request(loop, lists, counts):
                 continue
-            for n in _own_nodes(ast.Module(body=loop.body, type_ignores=[])):
+            body = list(_own_nodes(ast.Module(body=loop.body, type_ignores=[])))
+            # Only lists created before the loop collect one entry per request; a list created in
+            # the body belongs to one request.
+            local = {
+                t.id
+                for n in body
+                if isinstance(n, ast.Assign | ast.AnnAssign)
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                if isinstance(t, ast.Name)
+            }
+            for n in body:
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append":
                     owner = n.func.value
-                    if isinstance(owner, ast.Name) and owner.id not in lists:
+                    if isinstance(owner, ast.Name) and owner.id not in lists and owner.id not in local:
                         lists.add(owner.id)
                         changed = True
     return lists
@@ -96,12 +118,20 @@ def request_counts(fn: ast.AST, lists: set[str]) -> set[str]:
     """Names holding len(per-request list): `num_reqs = len(infos)`."""
     out = set()
     for n in _own_nodes(fn):
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and dotted(n.value.func) in ("len", "max", "min"):
+        if (
+            isinstance(n, ast.Assign)
+            and isinstance(n.value, ast.Call)
+            and dotted(n.value.func) in ("len", "max", "min")
+        ):
             inner = n.value.args
-            if any(isinstance(a, ast.Call) and dotted(a.func) == "len" and a.args and isinstance(a.args[0], ast.Name)
-                   and a.args[0].id in lists for a in inner) or (
-                dotted(n.value.func) == "len" and inner and isinstance(inner[0], ast.Name) and inner[0].id in lists
-            ):
+            if any(
+                isinstance(a, ast.Call)
+                and dotted(a.func) == "len"
+                and a.args
+                and isinstance(a.args[0], ast.Name)
+                and a.args[0].id in lists
+                for a in inner
+            ) or (dotted(n.value.func) == "len" and inner and isinstance(inner[0], ast.Name) and inner[0].id in lists):
                 out |= {t.id for t in n.targets if isinstance(t, ast.Name)}
     return out
 

@@ -26,15 +26,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="*", help="files or directories (default with --integration: the current directory)")
     p.add_argument("--format", choices=("text", "json", "github", "sarif"), default="text")
     p.add_argument("--select", help="comma-separated rule ids, prefixes (OMNI-I3) or invariants (I3, INT)")
-    p.add_argument("--baseline", help=f"baseline file (default: nearest ./{'.omnitts-lint-baseline.json'} above the paths)")
+    p.add_argument(
+        "--baseline", help=f"baseline file (default: nearest ./{'.omnitts-lint-baseline.json'} above the paths)"
+    )
     p.add_argument("--no-baseline", action="store_true", help="ignore any baseline file")
     p.add_argument("--write-baseline", metavar="FILE", help="write current findings as a baseline (needs --reason)")
     p.add_argument("--reason", default="", help="reason recorded on entries written by --write-baseline")
-    p.add_argument("--full-scan", action="store_true", help="reject stale baseline entries (CI); implied by --integration")
+    p.add_argument(
+        "--full-scan", action="store_true", help="reject stale baseline entries (CI); implied by --integration"
+    )
     p.add_argument("--jobs", "-j", type=int, default=0, help="worker processes (0 = one per CPU)")
     p.add_argument("--root", help="tree root for relative paths and target facts (default: detected)")
-    p.add_argument("--integration", action="store_true",
-                   help="run the tree-wide integration checks (configs, examples, consolidation)")
+    p.add_argument(
+        "--integration",
+        action="store_true",
+        help="run the tree-wide integration checks (configs, examples, consolidation)",
+    )
     p.add_argument("--fix", action="store_true", help="apply safe autofixes, then report what remains")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the content-hash cache")
     p.add_argument("--list-rules", action="store_true", help="list rules and exit")
@@ -45,8 +52,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _explain(rule) -> str:
     parts = rule.doc_parts()
-    out = [f"{rule.id} ({rule.name}) — invariant {rule.invariant}, severity {rule.severity}, scope {rule.scope}"
-           + (", autofix" if rule.fixable else ""), "", parts["what"], "", "Why: " + parts["why"], "", "Fix: " + parts["fix"]]
+    out = [
+        f"{rule.id} ({rule.name}) — invariant {rule.invariant}, severity {rule.severity}, scope {rule.scope}"
+        + (", autofix" if rule.fixable else ""),
+        "",
+        parts["what"],
+        "",
+        "Why: " + parts["why"],
+        "",
+        "Fix: " + parts["fix"],
+    ]
     for title, cases in (("Invalid", rule.INVALID), ("Valid", rule.VALID)):
         for c in cases[:2]:
             out += ["", f"{title} ({c.path}):"]
@@ -67,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit:
         raise
     except Exception as exc:  # fail closed, loudly
-        from omnitts.validators.static.engine import UsageError
         from omnitts.validators.static.baseline import BaselineError
+        from omnitts.validators.static.engine import UsageError
 
         if isinstance(exc, (UsageError, BaselineError)):
             print(f"omnitts-lint: error: {exc}", file=sys.stderr)
@@ -105,8 +120,14 @@ def _run(args) -> int:
 
     select = [s for s in (args.select or "").split(",") if s.strip()] or None
     jobs = args.jobs or (os.cpu_count() or 1)
-    res = api.run(args.paths, select=select, root=args.root, integration=args.integration, jobs=jobs,
-                  use_cache=not args.no_cache and not args.fix)
+    res = api.run(
+        args.paths,
+        select=select,
+        root=args.root,
+        integration=args.integration,
+        jobs=jobs,
+        use_cache=not args.no_cache and not args.fix,
+    )
     findings = res.findings
     if args.fix:
         from omnitts.validators.static.fixes import apply_fixes
@@ -122,8 +143,14 @@ def _run(args) -> int:
         findings = [f for f in findings if f.rule.startswith("OMNI-META")]
 
     stale: list[str] = []
-    bl_path = None if args.no_baseline or args.write_baseline else (
-        Path(args.baseline) if args.baseline else baseline.find_default(Path(args.paths[0] if args.paths else ".").resolve())
+    bl_path = (
+        None
+        if args.no_baseline or args.write_baseline
+        else (
+            Path(args.baseline)
+            if args.baseline
+            else baseline.find_default(Path(args.paths[0] if args.paths else ".").resolve())
+        )
     )
     if bl_path is not None:
         entries = baseline.load(bl_path)

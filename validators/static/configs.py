@@ -126,7 +126,9 @@ def load_config(ctx: TreeContext, rel: str, _depth: int = 0) -> Config | None:
         for key, (vnode, knode) in _mapping(item).items():
             if key in ("engine_args", "runtime") and legacy:
                 for k2, (v2, kn2) in _mapping(vnode).items():
-                    fields[k2 if key == "engine_args" else f"runtime.{k2}"] = Located(_scalar(v2), kn2.start_mark.line + 1)
+                    fields[k2 if key == "engine_args" else f"runtime.{k2}"] = Located(
+                        _scalar(v2), kn2.start_mark.line + 1
+                    )
                 continue
             fields[key] = Located(_scalar(vnode), knode.start_mark.line + 1)
         sid = fields.get("stage_id")

@@ -19,8 +19,21 @@ from omnitts.validators.static.rule import CONFIG, REGISTRY, Report, Rule
 from omnitts.validators.static.source import SourceFile, classify
 from omnitts.validators.static.treefacts import TreeContext, TreeFacts
 
-SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", "build", "dist", ".cache", ".tox", ".mypy_cache",
-             ".pytest_cache", ".ruff_cache", ".eggs"}
+SKIP_DIRS = {
+    ".git",
+    "__pycache__",
+    ".venv",
+    "venv",
+    "node_modules",
+    "build",
+    "dist",
+    ".cache",
+    ".tox",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".eggs",
+}
 CONFIG_DIRS = {"deploy", "stage_configs"}
 PARALLEL_MIN_BYTES = 1_500_000  # below this, worker start-up costs more than it saves
 
@@ -55,8 +68,15 @@ def select_rules(select: Iterable[str] | None) -> list[type[Rule]]:
         item = item.strip()
         if not item:
             continue
-        hits = {k for k, r in rules.items() if k == item or k.startswith(item + "-") or k.startswith(item) and item.count("-") >= 2
-                or r.invariant == item}
+        hits = {
+            k
+            for k, r in rules.items()
+            if k == item
+            or k.startswith(item + "-")
+            or k.startswith(item)
+            and item.count("-") >= 2
+            or r.invariant == item
+        }
         if not hits:
             raise UsageError(f"--select {item!r} matches no rule (see --list-rules)")
         chosen |= hits
@@ -152,7 +172,9 @@ def symbol_at(tree: ast.Module, line: int) -> str:
     while stack:
         body, prefix = stack.pop()
         for node in body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.lineno <= line <= (
+                node.end_lineno or node.lineno
+            ):
                 best = prefix + node.name
                 stack.append((node.body, best + "."))
                 break
@@ -162,8 +184,18 @@ def symbol_at(tree: ast.Module, line: int) -> str:
 def to_finding(rule: type[Rule], rep: Report, display: str, tree: ast.Module | None, line_text: str = "") -> Finding:
     symbol = rep.symbol or (symbol_at(tree, rep.line) if tree is not None else "<file>")
     digest = stmt_digest(tree, rep.line, rep.col, line_text or rep.message)
-    return Finding(display, rep.line, rep.col, rule.id, rule.invariant, rule.severity, rep.message, symbol, digest,
-                   rep.fix[4] if rep.fix else None)
+    return Finding(
+        display,
+        rep.line,
+        rep.col,
+        rule.id,
+        rule.invariant,
+        rule.severity,
+        rep.message,
+        symbol,
+        digest,
+        rep.fix[4] if rep.fix else None,
+    )
 
 
 def meta(display: str, line: int, col: int, rule: str, message: str, key: str = "") -> Finding:
@@ -171,8 +203,14 @@ def meta(display: str, line: int, col: int, rule: str, message: str, key: str = 
     return Finding(display, line, col, rule, "META", "error", message, "<module>", digest)
 
 
-def lint_source(display: str, rel: str, data: bytes, facts: TreeFacts, rules: list[type[Rule]],
-                extra_entries: frozenset = frozenset()) -> tuple[list[Finding], list]:
+def lint_source(
+    display: str,
+    rel: str,
+    data: bytes,
+    facts: TreeFacts,
+    rules: list[type[Rule]],
+    extra_entries: frozenset = frozenset(),
+) -> tuple[list[Finding], list]:
     """Findings of one file, and its per-step calls into sibling modules (for the package pass)."""
     text = data.decode("utf-8", errors="replace")
     known = set(all_rules())
@@ -182,9 +220,16 @@ def lint_source(display: str, rel: str, data: bytes, facts: TreeFacts, rules: li
         tree = ast.parse(data, filename=display)
     except (SyntaxError, ValueError) as exc:
         line = getattr(exc, "lineno", None) or 1
-        return [meta(display, line, (getattr(exc, "offset", None) or 1), "OMNI-META-001",
-                     f"file does not parse, no rule could check it: {exc.__class__.__name__}: {getattr(exc, 'msg', exc)}",
-                     key="parse-error")], []
+        return [
+            meta(
+                display,
+                line,
+                (getattr(exc, "offset", None) or 1),
+                "OMNI-META-001",
+                f"file does not parse, no rule could check it: {exc.__class__.__name__}: {getattr(exc, 'msg', exc)}",
+                key="parse-error",
+            )
+        ], []
     src = SourceFile(display, rel, text, tree, facts, extra_entries)
     kind = src.kind
     findings: list[Finding] = []
@@ -200,9 +245,16 @@ def lint_source(display: str, rel: str, data: bytes, facts: TreeFacts, rules: li
                 findings.append(to_finding(rule, rep, display, tree))
         except Exception as exc:  # fail closed: a crashing rule is a finding and an error exit
             tb = traceback.extract_tb(exc.__traceback__)[-1]
-            findings.append(meta(display, 1, 1, "OMNI-META-004",
-                                 f"internal error in {rule.id}: {exc.__class__.__name__}: {exc} "
-                                 f"({Path(tb.filename).name}:{tb.lineno}); the file was not fully checked"))
+            findings.append(
+                meta(
+                    display,
+                    1,
+                    1,
+                    "OMNI-META-004",
+                    f"internal error in {rule.id}: {exc.__class__.__name__}: {exc} "
+                    f"({Path(tb.filename).name}:{tb.lineno}); the file was not fully checked",
+                )
+            )
     findings = suppressions.apply(display, text, findings, ran, known)
     outgoing = []
     if "index" in src.__dict__:  # a model rule built the index: export cross-module per-step calls
@@ -245,7 +297,11 @@ def read_items(files: list[Path], root: Path | None) -> list[FileItem]:
         except OSError as exc:
             raise UsageError(f"cannot read {f}: {exc.strerror}") from exc
         absf = f.resolve()
-        rel = absf.relative_to(root).as_posix() if root is not None and absf.is_relative_to(root) else display_path(f).replace(os.sep, "/")
+        rel = (
+            absf.relative_to(root).as_posix()
+            if root is not None and absf.is_relative_to(root)
+            else display_path(f).replace(os.sep, "/")
+        )
         items.append(FileItem(absf, display_path(f), rel, data, hashlib.blake2b(data, digest_size=16).hexdigest()))
     return items
 
@@ -326,8 +382,10 @@ def _dispatch(work: list[tuple[FileItem, frozenset]], facts: TreeFacts, rules: l
         chunks = _balanced(work, jobs * 4)
         ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futs = [pool.submit(_lint_chunk, [(str(i.path), i.display, i.rel, i.digest, x) for i, x in c], facts, rule_ids)
-                    for c in chunks]
+            futs = [
+                pool.submit(_lint_chunk, [(str(i.path), i.display, i.rel, i.digest, x) for i, x in c], facts, rule_ids)
+                for c in chunks
+            ]
             for fut in futs:
                 yield from fut.result()
         return
@@ -373,7 +431,9 @@ def run_tree_rules(ctx: TreeContext, rules: list[type[Rule]]) -> LintResult:
                 per_path.setdefault(rel, []).append(to_finding(rule, rep, display, trees[rel], line_text.strip()))
         except Exception as exc:
             tb = traceback.extract_tb(exc.__traceback__)[-1]
-            res.errors.append(f"internal error in {rule.id}: {exc.__class__.__name__}: {exc} ({Path(tb.filename).name}:{tb.lineno})")
+            res.errors.append(
+                f"internal error in {rule.id}: {exc.__class__.__name__}: {exc} ({Path(tb.filename).name}:{tb.lineno})"
+            )
     known = set(all_rules())
     for rel, found in per_path.items():
         text = ctx.read(rel)

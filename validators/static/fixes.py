@@ -30,12 +30,18 @@ def _fill_item_to_copy(positions: set[tuple[int, int]]):
             if not (isinstance(func, cst.Attribute) and func.attr.value == "fill_" and len(updated.args) == 1):
                 return updated
             inner = updated.args[0].value
-            if not (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)
-                    and inner.func.attr.value == "item" and not inner.args):
+            if not (
+                isinstance(inner, cst.Call)
+                and isinstance(inner.func, cst.Attribute)
+                and inner.func.attr.value == "item"
+                and not inner.args
+            ):
                 return updated
             self.applied += 1
-            return updated.with_changes(func=func.with_changes(attr=cst.Name("copy_")),
-                                        args=[updated.args[0].with_changes(value=inner.func.value)])
+            return updated.with_changes(
+                func=func.with_changes(attr=cst.Name("copy_")),
+                args=[updated.args[0].with_changes(value=inner.func.value)],
+            )
 
     return FillItemToCopy()
 

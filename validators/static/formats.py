@@ -37,8 +37,10 @@ def github(findings: list[Finding]) -> str:
     out = []
     for f in findings:
         level = "error" if f.severity == "error" else "warning"
-        out.append(f"::{level} file={_gh_escape(f.path, True)},line={f.line},col={f.col},"
-                   f"title={_gh_escape(f.rule, True)}::{_gh_escape(f.message)}")
+        out.append(
+            f"::{level} file={_gh_escape(f.path, True)},line={f.line},col={f.col},"
+            f"title={_gh_escape(f.rule, True)}::{_gh_escape(f.message)}"
+        )
     return "\n".join(out) + ("\n" if out else "")
 
 
@@ -49,37 +51,58 @@ def sarif(findings: list[Finding], rules: dict) -> dict:
     for rid in used:
         cls = rules.get(rid)
         parts = cls.doc_parts() if cls else {"what": rid, "why": "", "fix": ""}
-        descriptors.append({
-            "id": rid,
-            "name": getattr(cls, "name", rid) or rid,
-            "shortDescription": {"text": cls.summary() if cls else rid},
-            "fullDescription": {"text": parts["what"]},
-            "help": {"text": f"Why: {parts['why']}\nFix: {parts['fix']}",
-                     "markdown": f"**Why:** {parts['why']}\n\n**Fix:** {parts['fix']}"},
-            "helpUri": f"{TOOL_URI}#{rid.lower()}",
-            "defaultConfiguration": {"level": "error" if getattr(cls, "severity", "error") == "error" else "warning"},
-            "properties": {"invariant": getattr(cls, "invariant", "")},
-        })
+        descriptors.append(
+            {
+                "id": rid,
+                "name": getattr(cls, "name", rid) or rid,
+                "shortDescription": {"text": cls.summary() if cls else rid},
+                "fullDescription": {"text": parts["what"]},
+                "help": {
+                    "text": f"Why: {parts['why']}\nFix: {parts['fix']}",
+                    "markdown": f"**Why:** {parts['why']}\n\n**Fix:** {parts['fix']}",
+                },
+                "helpUri": f"{TOOL_URI}#{rid.lower()}",
+                "defaultConfiguration": {
+                    "level": "error" if getattr(cls, "severity", "error") == "error" else "warning"
+                },
+                "properties": {"invariant": getattr(cls, "invariant", "")},
+            }
+        )
     results = []
     for f in findings:
-        results.append({
-            "ruleId": f.rule,
-            "ruleIndex": index[f.rule],
-            "level": "error" if f.severity == "error" else "warning",
-            "message": {"text": f.message},
-            "locations": [{"physicalLocation": {
-                "artifactLocation": {"uri": f.path.replace("\\", "/")},
-                "region": {"startLine": max(1, f.line), "startColumn": max(1, f.col)},
-            }, "logicalLocations": [{"fullyQualifiedName": f.symbol}]}],
-            # The baseline fingerprint (no line numbers): lets code scanning track findings across moves.
-            "partialFingerprints": {"omnittsFingerprint/v1": "|".join(f.fingerprint)},
-        })
+        results.append(
+            {
+                "ruleId": f.rule,
+                "ruleIndex": index[f.rule],
+                "level": "error" if f.severity == "error" else "warning",
+                "message": {"text": f.message},
+                "locations": [
+                    {
+                        "physicalLocation": {
+                            "artifactLocation": {"uri": f.path.replace("\\", "/")},
+                            "region": {"startLine": max(1, f.line), "startColumn": max(1, f.col)},
+                        },
+                        "logicalLocations": [{"fullyQualifiedName": f.symbol}],
+                    }
+                ],
+                # The baseline fingerprint (no line numbers): lets code scanning track findings across moves.
+                "partialFingerprints": {"omnittsFingerprint/v1": "|".join(f.fingerprint)},
+            }
+        )
     return {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "omnitts-lint", "informationUri": TOOL_URI, "version": "0.1.0",
-                                "rules": descriptors}},
-            "results": results,
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "omnitts-lint",
+                        "informationUri": TOOL_URI,
+                        "version": "0.1.0",
+                        "rules": descriptors,
+                    }
+                },
+                "results": results,
+            }
+        ],
     }

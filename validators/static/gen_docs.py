@@ -54,15 +54,30 @@ def render() -> str:
         "|---|---|---|---|---|",
     ]
     for rid, r in sorted(rules.items()):
-        out.append(f"| [{rid}](#{rid.lower()}) | {r.invariant} | {r.severity} | {r.scope} | {r.summary().replace('|', '/')} |")
+        out.append(
+            f"| [{rid}](#{rid.lower()}) | {r.invariant} | {r.severity} | {r.scope} | {r.summary().replace('|', '/')} |"
+        )
     current = None
     for rid, r in sorted(rules.items(), key=lambda kv: (list(INVARIANTS).index(kv[1].invariant), kv[0])):
         if r.invariant != current:
             current = r.invariant
             out += ["", f"# {current}: {INVARIANTS[current]}"]
         parts = r.doc_parts()
-        meta = f"`{r.name}` · invariant {r.invariant} · {r.severity} · {r.scope} scope" + (" · autofix" if r.fixable else "")
-        out += ["", f"## {rid}", "", meta, "", parts["what"], "", f"**Why.** {parts['why']}", "", f"**Fix.** {parts['fix']}"]
+        meta = f"`{r.name}` · invariant {r.invariant} · {r.severity} · {r.scope} scope" + (
+            " · autofix" if r.fixable else ""
+        )
+        out += [
+            "",
+            f"## {rid}",
+            "",
+            meta,
+            "",
+            parts["what"],
+            "",
+            f"**Why.** {parts['why']}",
+            "",
+            f"**Fix.** {parts['fix']}",
+        ]
         if r.INVALID:
             out += ["", "Reported:", ""] + _block(r.INVALID[0])
             if r.INVALID[0].fixed:

@@ -85,8 +85,10 @@ def _run_once(test: ast.AST) -> bool:
 
 
 def is_graph_capture(with_node: ast.With) -> bool:
-    return any("graph" in dotted(item.context_expr.func if isinstance(item.context_expr, ast.Call) else item.context_expr)
-               for item in with_node.items)
+    return any(
+        "graph" in dotted(item.context_expr.func if isinstance(item.context_expr, ast.Call) else item.context_expr)
+        for item in with_node.items
+    )
 
 
 @dataclass
@@ -106,8 +108,12 @@ class FuncInfo:
     def _scan(self) -> None:
         calls: list[tuple[ast.Call, bool, bool]] = []
         gen = False
-        if self.callable_names is not None and self.text is not None and not (
-            self.callable_names & set(_CALLED.findall(self.text)) or "self." in self.text or "super()" in self.text
+        if (
+            self.callable_names is not None
+            and self.text is not None
+            and not (
+                self.callable_names & set(_CALLED.findall(self.text)) or "self." in self.text or "super()" in self.text
+            )
         ):
             # No in-file callee is named in the body: only the generator flag is needed.
             self._calls = []
@@ -169,7 +175,12 @@ class ClassInfo:
                             cname = dotted(value.func).split(".")[-1]
                             if cname[:1].isupper():
                                 attr_class.setdefault(attr, cname)
-                elif t is ast.Expr and type(n.value) is ast.Call and n.value.args and dotted(n.value.func) == "self.register_buffer":
+                elif (
+                    t is ast.Expr
+                    and type(n.value) is ast.Call
+                    and n.value.args
+                    and dotted(n.value.func) == "self.register_buffer"
+                ):
                     first = n.value.args[0]
                     if isinstance(first, ast.Constant) and isinstance(first.value, str):
                         values.setdefault(first.value, []).append(n.value)
@@ -190,8 +201,24 @@ class ClassInfo:
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
 # Fields that only hold context/operator singletons (Load, Store, Add, Eq, ...) or plain values.
-_NO_CHILD_FIELDS = {"ctx", "op", "ops", "id", "attr", "value_kind", "kind", "type_comment", "name", "asname", "module",
-                    "level", "is_async", "conversion", "lineno", "col_offset"}
+_NO_CHILD_FIELDS = {
+    "ctx",
+    "op",
+    "ops",
+    "id",
+    "attr",
+    "value_kind",
+    "kind",
+    "type_comment",
+    "name",
+    "asname",
+    "module",
+    "level",
+    "is_async",
+    "conversion",
+    "lineno",
+    "col_offset",
+}
 
 
 def children(n: ast.AST) -> list[ast.AST]:
@@ -315,8 +342,12 @@ def _cached(fn: ast.AST) -> bool:
 
 
 class ModuleIndex:
-    def __init__(self, tree: ast.Module, lines: list[str] | None = None,
-                 extra_entries: frozenset[tuple[str, str, bool]] = frozenset()) -> None:
+    def __init__(
+        self,
+        tree: ast.Module,
+        lines: list[str] | None = None,
+        extra_entries: frozenset[tuple[str, str, bool]] = frozenset(),
+    ) -> None:
         self.tree = tree
         self._lines = lines
         # (class or "", function, hot): functions another file of the package calls per step.

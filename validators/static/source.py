@@ -12,7 +12,9 @@ from omnitts.validators.static.treefacts import TreeFacts
 
 # Path components that make a file a consumer of engine outputs (tests, examples, benchmarks).
 _CONSUMER_DIRS = {"tests", "test", "examples", "example", "benchmarks", "benchmark", "apps", "demo", "demos"}
-_MODEL_HINT = re.compile(r"^\s*def (forward|make_omni_output|on_requests_finished|preprocess|postprocess|compute_logits)\(", re.M)
+_MODEL_HINT = re.compile(
+    r"^\s*def (forward|make_omni_output|on_requests_finished|preprocess|postprocess|compute_logits)\(", re.M
+)
 
 
 def classify(rel: str, text: str) -> str:
@@ -70,7 +72,9 @@ class SourceFile:
                 return ""
             if len(lines) == 1:
                 return _cols(lines[0], node.col_offset, node.end_col_offset)
-            return "\n".join([_cols(lines[0], node.col_offset, None), *lines[1:-1], _cols(lines[-1], 0, node.end_col_offset)])
+            return "\n".join(
+                [_cols(lines[0], node.col_offset, None), *lines[1:-1], _cols(lines[-1], 0, node.end_col_offset)]
+            )
         except (AttributeError, TypeError):
             return ""
 

@@ -93,14 +93,23 @@ def apply(
             meta.append(_meta(path, s.line, s.col, "OMNI-META-002", "suppression names no rule"))
             continue
         if not s.reason:
-            meta.append(_meta(path, s.line, s.col, "OMNI-META-002",
-                              f"suppression of {', '.join(s.rules)} has no reason; it suppresses nothing until one is given"))
+            meta.append(
+                _meta(
+                    path,
+                    s.line,
+                    s.col,
+                    "OMNI-META-002",
+                    f"suppression of {', '.join(s.rules)} has no reason; it suppresses nothing until one is given",
+                )
+            )
             continue
         for r in s.rules:
             if r not in known:
                 meta.append(_meta(path, s.line, s.col, "OMNI-META-003", f"suppression names unknown rule {r}"))
             elif r in ran and r not in s.used:
-                meta.append(_meta(path, s.line, s.col, "OMNI-META-003", f"unused suppression: {r} reports nothing here"))
+                meta.append(
+                    _meta(path, s.line, s.col, "OMNI-META-003", f"unused suppression: {r} reports nothing here")
+                )
     return kept + meta
 
 

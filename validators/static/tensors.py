@@ -9,6 +9,7 @@ CPU), ``nd`` (NumPy), ``py`` (Python value), ``unk``. ``host`` joins cpu/nd/py. 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from omnitts.validators.static.index import (
@@ -22,6 +23,7 @@ from omnitts.validators.static.index import (
     is_run_once_test,
     is_self_attr,
     stmt_exprs,
+    walk,
     walk_expr,
 )
 
@@ -92,10 +94,29 @@ def _is_cpu_literal(node: ast.AST) -> bool:
 
 def _is_dtype(node: ast.AST) -> bool:
     d = dotted(node)
-    return d.startswith("torch.") and d.split(".")[-1] in {
-        "float32", "float16", "bfloat16", "float64", "float", "half", "double", "long", "int64", "int32", "int16",
-        "int8", "uint8", "bool", "int", "complex64",
-    } or d.endswith("dtype")
+    return (
+        d.startswith("torch.")
+        and d.split(".")[-1]
+        in {
+            "float32",
+            "float16",
+            "bfloat16",
+            "float64",
+            "float",
+            "half",
+            "double",
+            "long",
+            "int64",
+            "int32",
+            "int16",
+            "int8",
+            "uint8",
+            "bool",
+            "int",
+            "complex64",
+        }
+        or d.endswith("dtype")
+    )
 
 
 def _annotation_kind(ann: ast.AST | None) -> str:
@@ -104,6 +125,9 @@ def _annotation_kind(ann: ast.AST | None) -> str:
     text = ast.unparse(ann)
     if "Tensor" in text and "list" not in text.lower() and "dict" not in text.lower() and "tuple" not in text.lower():
         return DEV
+    words = set(re.findall(r"[A-Za-z_]\w*", text))
+    if words and words <= {"int", "float", "bool", "str", "None", "Optional", "Union", "list", "tuple", "typing"}:
+        return PY  # `default: int | None = None`
     return UNK
 
 
@@ -139,7 +163,11 @@ class KindEval:
                     kinds.add(DEV)
                 elif isinstance(v, ast.Call) and dotted(v.func).split(".")[-1] == "Parameter":
                     kinds.add(DEV)
-                elif isinstance(v, ast.Call) and dotted(v.func).startswith("torch.") and dotted(v.func).split(".")[-1] in FACTORIES:
+                elif (
+                    isinstance(v, ast.Call)
+                    and dotted(v.func).startswith("torch.")
+                    and dotted(v.func).split(".")[-1] in FACTORIES
+                ):
                     # __init__ runs under vLLM's target-device context: module tensors live on the device.
                     k = self.kind({}, v)
                     kinds.add(CPU if k == CPU and any(_is_cpu_literal(kw.value) for kw in v.keywords) else DEV)
@@ -160,6 +188,10 @@ class KindEval:
             return PY
         if isinstance(node, ast.Constant | ast.JoinedStr | ast.List | ast.Tuple | ast.Dict | ast.Set):
             return PY
+        if isinstance(node, ast.ListComp | ast.GeneratorExp) and isinstance(node.elt, ast.Name):
+            gen = node.generators[0]
+            if isinstance(gen.target, ast.Name) and gen.target.id == node.elt.id and self.kind(env, gen.iter) == INFO:
+                return INFO  # [info for info in infos if isinstance(info, dict)]
         if isinstance(node, ast.ListComp | ast.DictComp | ast.SetComp | ast.GeneratorExp | ast.Lambda):
             return PY
         if isinstance(node, ast.Name):
@@ -174,6 +206,8 @@ class KindEval:
             attr = is_self_attr(node)
             if attr is not None:
                 return self.self_attr_kind(attr)
+            if self.kind(env, node.value) == INFO:
+                return INFO  # a field of a payload struct (to_struct(info).meta.x)
             return name_hint(node.attr) or UNK
         if isinstance(node, ast.Subscript):
             base = self.kind(env, node.value)
@@ -215,9 +249,42 @@ class KindEval:
         func = node.func
         name = dotted(func)
         if isinstance(func, ast.Name):
-            if func.id in ("len", "int", "float", "bool", "str", "range", "isinstance", "round", "repr", "hash", "id",
-                           "list", "tuple", "dict", "set", "sorted", "enumerate", "zip", "min", "max", "sum", "abs", "any", "all"):
+            if (
+                func.id in ("list", "tuple", "dict", "sorted", "reversed")
+                and node.args
+                and self.kind(env, node.args[0]) == INFO
+            ):
+                return INFO
+            if func.id in (
+                "len",
+                "int",
+                "float",
+                "bool",
+                "str",
+                "range",
+                "isinstance",
+                "round",
+                "repr",
+                "hash",
+                "id",
+                "list",
+                "tuple",
+                "dict",
+                "set",
+                "sorted",
+                "enumerate",
+                "zip",
+                "min",
+                "max",
+                "sum",
+                "abs",
+                "any",
+                "all",
+            ):
                 return PY
+            kinds = [self.kind(env, a) for a in [*node.args, *(k.value for k in node.keywords)]]
+            if INFO in kinds and all(k in HOST_KINDS for k in kinds):
+                return INFO  # to_struct(info), _pick(info, "key"): host-side views of the payload
             return UNK
         if not isinstance(func, ast.Attribute):
             return UNK
@@ -289,8 +356,14 @@ class FlowWalker:
     ``on_expr(node, env, ctx, in_comp)`` for every expression node evaluated. Loops are walked
     twice (so loop-carried kinds settle); subclasses de-duplicate their reports by node."""
 
-    def __init__(self, index: ModuleIndex, fn_node: ast.AST, cls: ClassInfo | None, hot: bool,
-                 param_kinds: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        index: ModuleIndex,
+        fn_node: ast.AST,
+        cls: ClassInfo | None,
+        hot: bool,
+        param_kinds: dict[str, str] | None = None,
+    ) -> None:
         self.eval = KindEval(index, cls)
         self.fn = fn_node
         self.hot_body = hot  # the whole body runs per step (called from a hot loop)
@@ -304,7 +377,8 @@ class FlowWalker:
             env[args.kwarg.arg] = INFO  # runner kwargs: per-request dicts and host-side metadata
         for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
             if env[a.arg] == UNK:
-                env[a.arg] = (param_kinds or {}).get(a.arg) or name_hint(a.arg) or UNK
+                bound = (param_kinds or {}).get(a.arg, UNK)
+                env[a.arg] = bound if bound != UNK else (name_hint(a.arg) or UNK)
         self.env0 = env
         self.silent = False  # first pass over a loop body only settles kinds; no callbacks
 
@@ -329,6 +403,7 @@ class FlowWalker:
         else:
             roots = stmt_exprs(stmt)
         for root in roots:
+            self._bind_comprehensions(root, env)
             for n, comp in walk_expr(root):
                 self.on_expr(n, env, c, comp)
                 if isinstance(n, ast.BoolOp):
@@ -342,13 +417,20 @@ class FlowWalker:
                     for cond in n.ifs:
                         self.on_test(cond, env, Ctx(c.loops + 1, c.guarded, c.error_path))
 
+    def _bind_comprehensions(self, root: ast.AST, env: dict[str, str]) -> None:
+        """Comprehension variables take the kind of what they iterate (`[x.item() for x in info_list]`)."""
+        for n in walk(root):
+            if isinstance(n, ast.comprehension):
+                it = self.eval.kind(env, n.iter)
+                self._assign(n.target, it if it in (DEV, CPU, ND, INFO) else UNK, env)
+
     def _assign(self, target: ast.AST, kind: str, env: dict[str, str], value: ast.AST | None = None) -> None:
         if isinstance(target, ast.Name):
             env[target.id] = kind
         elif isinstance(target, ast.Tuple | ast.List):
             elt_kind = kind if kind in (DEV, CPU) and isinstance(value, ast.Call) else UNK
             if isinstance(value, ast.Tuple | ast.List) and len(value.elts) == len(target.elts):
-                for t, v in zip(target.elts, value.elts):
+                for t, v in zip(target.elts, value.elts, strict=False):
                     self._assign(t, self.eval.kind(env, v), env, v)
                 return
             for t in target.elts:
@@ -386,7 +468,11 @@ class FlowWalker:
             if not self.silent:
                 self.on_test(stmt.test, env, ctx)
             guarded = is_run_once_test(stmt.test)
-            a = self._block(stmt.body, dict(env), Ctx(ctx.loops, ctx.guarded or guarded, ctx.error_path))
+            then_env = dict(env)
+            host = _off_device_name(stmt.test)
+            if host is not None:
+                then_env[host] = HOST  # `if x.device.type != accel:` / `if x.device.type == "cpu":`
+            a = self._block(stmt.body, then_env, Ctx(ctx.loops, ctx.guarded or guarded, ctx.error_path))
             b = self._block(stmt.orelse, dict(env), ctx)
             return _merge(a, b)
         elif isinstance(stmt, ast.For | ast.AsyncFor):
@@ -432,7 +518,13 @@ class FlowWalker:
 
     def _assign_for(self, stmt: ast.For, it: str, env: dict[str, str]) -> None:
         target, iter_ = stmt.target, stmt.iter
-        if isinstance(iter_, ast.Call) and dotted(iter_.func) == "enumerate" and iter_.args and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+        if (
+            isinstance(iter_, ast.Call)
+            and dotted(iter_.func) == "enumerate"
+            and iter_.args
+            and isinstance(target, ast.Tuple)
+            and len(target.elts) == 2
+        ):
             self._assign(target.elts[0], PY, env)
             inner = self.eval.kind(env, iter_.args[0])
             self._assign(target.elts[1], inner if inner in (DEV, CPU, ND, INFO) else UNK, env)
@@ -441,6 +533,33 @@ class FlowWalker:
             self._assign(target, PY, env)
             return
         self._assign(target, it if it in (DEV, CPU, ND, INFO) else UNK, env)
+
+
+def _off_device_name(test: ast.AST) -> str | None:
+    """The name a branch test proves to be off the accelerator, if any."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        left, op, right = test.left, test.ops[0], test.comparators[0]
+        if (
+            isinstance(left, ast.Attribute)
+            and left.attr == "type"
+            and isinstance(left.value, ast.Attribute)
+            and left.value.attr == "device"
+            and isinstance(left.value.value, ast.Name)
+        ):
+            name = left.value.value.id
+            if isinstance(op, ast.NotEq) and not (isinstance(right, ast.Constant) and right.value == "cpu"):
+                return name
+            if isinstance(op, ast.Eq) and isinstance(right, ast.Constant) and right.value == "cpu":
+                return name
+    if (
+        isinstance(test, ast.UnaryOp)
+        and isinstance(test.op, ast.Not)
+        and isinstance(test.operand, ast.Attribute)
+        and test.operand.attr == "is_cuda"
+        and isinstance(test.operand.value, ast.Name)
+    ):
+        return test.operand.value.id
+    return None
 
 
 def _merge(a: dict[str, str], b: dict[str, str]) -> dict[str, str]:
@@ -474,7 +593,7 @@ def bind_args(index: ModuleIndex, target, call: ast.Call) -> list[tuple[str, ast
     bound = isinstance(call.func, ast.Attribute) and target.cls is not None and params[:1] in (["self"], ["cls"])
     if bound or (target.name == "__init__" and params[:1] == ["self"]):
         params = params[1:]
-    out = [(p, a) for p, a in zip(params, call.args) if not isinstance(a, ast.Starred)]
+    out = [(p, a) for p, a in zip(params, call.args, strict=False) if not isinstance(a, ast.Starred)]
     names = set(params) | {a.arg for a in target.node.args.kwonlyargs}
     out += [(k.arg, k.value) for k in call.keywords if k.arg in names]
     return out

@@ -125,14 +125,14 @@ def audio_hooks(src: SourceFile):
     return cached
 
 
-_HDR = '''
+_HDR = """
 import torch
 from vllm_omni.model_executor.models.output_templates import OmniOutput
 
 
 class Code2Wav(torch.nn.Module):
     def forward(self, input_ids, runtime_additional_information=None, **kwargs):
-'''
+"""
 
 
 @register
@@ -157,16 +157,28 @@ class DeclareDeltaOrCumulative(Rule):
     severity = "error"
     needles = ("OmniOutput",)
     VALID = [
-        Valid(_HDR + '''        """Emits delta audio: only the samples decoded this step."""
+        Valid(
+            _HDR
+            + '''        """Emits delta audio: only the samples decoded this step."""
         return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [input_ids.float()]})
-'''),
-        Valid(_HDR + '''        return OmniOutput(text_hidden_states=None, multimodal_outputs={"codes": [input_ids]})
-''', note="intermediate stage: no audio key"),
+'''
+        ),
+        Valid(
+            _HDR
+            + """        return OmniOutput(text_hidden_states=None, multimodal_outputs={"codes": [input_ids]})
+""",
+            note="intermediate stage: no audio key",
+        ),
     ]
     INVALID = [
-        Invalid(_HDR + '''        """Decode codec tokens."""
+        Invalid(
+            _HDR
+            + '''        """Decode codec tokens."""
         return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [input_ids.float()]})
-''', line=7, message="delta or cumulative"),
+''',
+            line=7,
+            message="delta or cumulative",
+        ),
     ]
 
     def check(self, src: SourceFile):
@@ -178,8 +190,11 @@ class DeclareDeltaOrCumulative(Rule):
             docs = [ast.get_docstring(f.node) or "" for f in cls.methods.values() if f.name in OUTPUT_HOOKS]
             if not any(_SEMANTICS.search(d) for d in docs):
                 fn = fns[0]
-                yield Rule.at(fn.node, f"`{fn.qualname}` emits audio but its docstring does not declare delta or "
-                              "cumulative per-step output")
+                yield Rule.at(
+                    fn.node,
+                    f"`{fn.qualname}` emits audio but its docstring does not declare delta or "
+                    "cumulative per-step output",
+                )
 
 
 @register
@@ -201,31 +216,48 @@ class EveryReturnEmitsAudio(Rule):
     severity = "error"
     needles = ("OmniOutput",)
     VALID = [
-        Valid(_HDR + '''        """Delta audio."""
+        Valid(
+            _HDR
+            + '''        """Delta audio."""
         if input_ids.numel() == 0:
             return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [torch.zeros(0)]})
         return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [input_ids.float()]})
-'''),
-        Valid(_HDR + '''        """Delta audio."""
+'''
+        ),
+        Valid(
+            _HDR
+            + '''        """Delta audio."""
         mm = {"sr": [torch.tensor(24000)]}
         mm["model_outputs"] = [input_ids.float()]
         return OmniOutput(text_hidden_states=None, multimodal_outputs=mm)
-''', note="key added after the literal"),
+''',
+            note="key added after the literal",
+        ),
     ]
     INVALID = [
-        Invalid(_HDR + '''        """Delta audio."""
+        Invalid(
+            _HDR
+            + '''        """Delta audio."""
         if input_ids.numel() == 0:
             return OmniOutput(text_hidden_states=None, multimodal_outputs={})
         return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [input_ids.float()]})
-''', line=10, message="no `model_outputs`"),
-        Invalid(_HDR + '''        """Delta audio."""
+''',
+            line=10,
+            message="no `model_outputs`",
+        ),
+        Invalid(
+            _HDR
+            + '''        """Delta audio."""
         if runtime_additional_information is None:
             return self._empty()
         return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [input_ids.float()]})
 
     def _empty(self):
         return OmniOutput(text_hidden_states=None)
-''', line=14, message="no `model_outputs`"),
+''',
+            line=14,
+            message="no `model_outputs`",
+        ),
     ]
 
     def check(self, src: SourceFile):
@@ -236,8 +268,11 @@ class EveryReturnEmitsAudio(Rule):
                     continue
                 seen.add(id(node))
                 emitted = ", ".join(sorted(keys)) or "nothing"
-                yield Rule.at(node, f"this return path of `{fn.qualname}` emits no `model_outputs` (emits {emitted}); "
-                              "the serving layer drops this step's audio")
+                yield Rule.at(
+                    node,
+                    f"this return path of `{fn.qualname}` emits no `model_outputs` (emits {emitted}); "
+                    "the serving layer drops this step's audio",
+                )
 
 
 # --- tree scope: the target's consolidation ---------------------------------------------------
@@ -294,22 +329,38 @@ class ConsolidationKeepsAudio(Rule):
     invariant = "I1"
     severity = "error"
     scope = "tree"
-    _OP = '''
+    _OP = """
 class OmniRequestState:
     def _consolidate_multimodal_tensors(self):
         for k, v in self.mm_accumulated.items():
 {body}
-'''
+"""
     VALID = [
-        Valid(files={"vllm_omni/__init__.py": "", "vllm_omni/model_executor/models/registry.py": "_OMNI_MODELS = {}\n",
-                     "vllm_omni/engine/output_processor.py": _OP.format(body='''            if k == "audio":
-                self.mm_accumulated[k] = torch.cat(v, dim=-1)''')}),
+        Valid(
+            files={
+                "vllm_omni/__init__.py": "",
+                "vllm_omni/model_executor/models/registry.py": "_OMNI_MODELS = {}\n",
+                "vllm_omni/engine/output_processor.py": _OP.format(
+                    body="""            if k == "audio":
+                self.mm_accumulated[k] = torch.cat(v, dim=-1)"""
+                ),
+            }
+        ),
     ]
     INVALID = [
-        Invalid(files={"vllm_omni/__init__.py": "", "vllm_omni/model_executor/models/registry.py": "_OMNI_MODELS = {}\n",
-                       "vllm_omni/engine/output_processor.py": _OP.format(body='''            if k == "audio":
-                continue''')},
-                path="vllm_omni/engine/output_processor.py", line=5, message="skips the audio key"),
+        Invalid(
+            files={
+                "vllm_omni/__init__.py": "",
+                "vllm_omni/model_executor/models/registry.py": "_OMNI_MODELS = {}\n",
+                "vllm_omni/engine/output_processor.py": _OP.format(
+                    body="""            if k == "audio":
+                continue"""
+                ),
+            },
+            path="vllm_omni/engine/output_processor.py",
+            line=5,
+            message="skips the audio key",
+        ),
     ]
 
     def check_tree(self, ctx):
@@ -322,7 +373,12 @@ class OmniRequestState:
             except SyntaxError:
                 continue  # reported as OMNI-META-001 by the file pass
             for node, fname in consolidation_skips(tree):
-                rep = Report(node.lineno, node.col_offset + 1,
-                             f"`{fname}` skips the audio key (`continue`): offline consumers of a delta-emitting model "
-                             "get a list of chunks or only the last one", node, path=rel)
+                rep = Report(
+                    node.lineno,
+                    node.col_offset + 1,
+                    f"`{fname}` skips the audio key (`continue`): offline consumers of a delta-emitting model "
+                    "get a list of chunks or only the last one",
+                    node,
+                    path=rel,
+                )
                 yield rep

@@ -15,8 +15,22 @@ TENSOR_ATTRS = frozenset(
     "cpu numpy shape squeeze unsqueeze float double half detach to dim ndim numel size tolist flatten view reshape "
     "dtype device contiguous abs max min mean clamp T".split()
 )
-LIST_HANDLERS = ("cat", "concatenate", "concat", "stack", "hstack", "flatten", "merge", "join", "as_tensor", "to_tensor",
-                 "normalize", "coerce", "_to_", "collect")
+LIST_HANDLERS = (
+    "cat",
+    "concatenate",
+    "concat",
+    "stack",
+    "hstack",
+    "flatten",
+    "merge",
+    "join",
+    "as_tensor",
+    "to_tensor",
+    "normalize",
+    "coerce",
+    "_to_",
+    "collect",
+)
 
 
 class _Scope:
@@ -71,6 +85,7 @@ class _Scope:
 
 def _scopes(tree: ast.Module):
     """(scope node, its own nodes) for the module body and every function."""
+
     def own(root_body):
         stack, out = list(root_body), []
         while stack:
@@ -102,7 +117,7 @@ def _truth_tests(nodes: list[ast.AST]):
             yield n.args[0]
 
 
-_EX = '''
+_EX = """
 import torch
 from vllm_omni import Omni
 
@@ -111,7 +126,7 @@ def main(omni, inputs):
     for out in omni.generate(inputs):
         mm = out.outputs[0].multimodal_output
 {body}
-'''
+"""
 
 
 def _ex(body: str) -> str:
@@ -138,18 +153,34 @@ class NoTensorTruthiness(Rule):
     kinds = frozenset({CONSUMER})
     needles = ("multimodal_output",)
     VALID = [
-        Valid(_ex('''audio = mm.get("audio")
+        Valid(
+            _ex("""audio = mm.get("audio")
 if audio is None:
     audio = mm.get("model_outputs")
-assert audio is not None'''), path=CONSUMER_PATH),
-        Valid(_ex('''if mm and "audio" in mm:
-    print(len(mm["audio"]))'''), path=CONSUMER_PATH, note="the dict itself may be tested"),
+assert audio is not None"""),
+            path=CONSUMER_PATH,
+        ),
+        Valid(
+            _ex("""if mm and "audio" in mm:
+    print(len(mm["audio"]))"""),
+            path=CONSUMER_PATH,
+            note="the dict itself may be tested",
+        ),
     ]
     INVALID = [
-        Invalid(_ex('''audio = mm.get("audio") or mm.get("model_outputs")'''), path=CONSUMER_PATH, line=9,
-                message="truth value"),
-        Invalid(_ex('''audio = mm["audio"]
-assert audio, "no audio"'''), path=CONSUMER_PATH, line=10, message="truth value"),
+        Invalid(
+            _ex("""audio = mm.get("audio") or mm.get("model_outputs")"""),
+            path=CONSUMER_PATH,
+            line=9,
+            message="truth value",
+        ),
+        Invalid(
+            _ex('''audio = mm["audio"]
+assert audio, "no audio"'''),
+            path=CONSUMER_PATH,
+            line=10,
+            message="truth value",
+        ),
     ]
 
     def check(self, src: SourceFile):
@@ -163,8 +194,11 @@ assert audio, "no audio"'''), path=CONSUMER_PATH, line=10, message="truth value"
                 if isinstance(test, ast.BoolOp):
                     continue  # its operands are checked one by one
                 seen.add(id(test))
-                yield Rule.at(test, f"truth value of multimodal output `{key}` (a tensor or list of tensors): raises "
-                              "'Boolean value of Tensor ... is ambiguous'; test `is None` instead")
+                yield Rule.at(
+                    test,
+                    f"truth value of multimodal output `{key}` (a tensor or list of tensors): raises "
+                    "'Boolean value of Tensor ... is ambiguous'; test `is None` instead",
+                )
 
 
 def _handles_list(nodes: list[ast.AST], names: set[str]) -> bool:
@@ -174,6 +208,9 @@ def _handles_list(nodes: list[ast.AST], names: set[str]) -> bool:
             if fname == "isinstance" and len(n.args) == 2:
                 types = ast.unparse(n.args[1])
                 if "list" in types or "tuple" in types or "Sequence" in types:
+                    return True
+                # `assert isinstance(audio, torch.Tensor)`: the form is checked explicitly
+                if any(isinstance(x, ast.Name) and x.id in names for x in walk(n.args[0])):
                     return True
             last = fname.split(".")[-1]
             if any(h in last for h in LIST_HANDLERS):
@@ -204,16 +241,31 @@ class HandleListForm(Rule):
     kinds = frozenset({CONSUMER})
     needles = ("multimodal_output",)
     VALID = [
-        Valid(_ex('''audio = mm["audio"]
+        Valid(
+            _ex("""audio = mm["audio"]
 if isinstance(audio, list):
     audio = torch.cat([t.reshape(-1) for t in audio], dim=0)
-print(audio.shape)'''), path=CONSUMER_PATH),
-        Valid(_ex('''audio = _concat_chunks(mm["audio"])
-print(audio.shape)'''), path=CONSUMER_PATH, note="a helper normalises it"),
+print(audio.shape)"""),
+            path=CONSUMER_PATH,
+        ),
+        Valid(
+            _ex("""audio = _concat_chunks(mm["audio"])
+print(audio.shape)"""),
+            path=CONSUMER_PATH,
+            note="a helper normalises it",
+        ),
     ]
     INVALID = [
-        Invalid(_ex('''audio = mm["audio"]
-wav = audio.float().cpu().numpy()'''), path=CONSUMER_PATH, line=10, message="list-of-chunks"),
+        Invalid(
+            _ex("""audio = mm["audio"]
+wav = audio.float().cpu().numpy()"""),
+            path=CONSUMER_PATH,
+            line=10,
+            message="list-of-chunks",
+        ),
+        Invalid(
+            _ex("""wav = torch.cat(mm["audio"])"""), path=CONSUMER_PATH, line=9, message="consolidated Tensor breaks it"
+        ),
     ]
 
     def check(self, src: SourceFile):
@@ -221,6 +273,7 @@ wav = audio.float().cpu().numpy()'''), path=CONSUMER_PATH, line=10, message="lis
             if scope is src.tree:
                 continue
             sc = _Scope(nodes)
+            # A direct `torch.cat(mm["audio"])` handles only the list form: checked below like a tensor use.
             names = {n for n, k in sc.values.items() if k not in SCALAR_KEYS}
             if not names and not any(sc.value_key(n) for n in nodes if isinstance(n, ast.Subscript | ast.Call)):
                 continue
@@ -228,8 +281,16 @@ wav = audio.float().cpu().numpy()'''), path=CONSUMER_PATH, line=10, message="lis
             for n in sorted((n for n in nodes if hasattr(n, "lineno")), key=lambda n: (n.lineno, n.col_offset)):
                 if isinstance(n, ast.Attribute) and n.attr in TENSOR_ATTRS:
                     key = sc.value_key(n.value)
-                elif isinstance(n, ast.Call) and dotted(n.func).split(".")[0] in ("torch", "np", "numpy", "sf", "soundfile",
-                                                                                   "torchaudio", "scipy", "librosa"):
+                elif isinstance(n, ast.Call) and dotted(n.func).split(".")[0] in (
+                    "torch",
+                    "np",
+                    "numpy",
+                    "sf",
+                    "soundfile",
+                    "torchaudio",
+                    "scipy",
+                    "librosa",
+                ):
                     key = next((k for a in n.args if (k := sc.value_key(a)) is not None), None)
                 else:
                     continue
@@ -239,5 +300,20 @@ wav = audio.float().cpu().numpy()'''), path=CONSUMER_PATH, line=10, message="lis
             if first is None or _handles_list(nodes, names | {"__none__"}):
                 continue
             node, key = first
-            yield Rule.at(node, f"multimodal output `{key}` used as a tensor without handling its list-of-chunks form "
-                          "(`isinstance(x, list)` -> `torch.cat(...)`)")
+            if isinstance(node, ast.Call) and dotted(node.func).split(".")[-1] in (
+                "cat",
+                "concatenate",
+                "stack",
+                "hstack",
+            ):
+                yield Rule.at(
+                    node,
+                    f"multimodal output `{key}` is concatenated as a list of chunks without an "
+                    "`isinstance` check: a consolidated Tensor breaks it (handle both forms)",
+                )
+                continue
+            yield Rule.at(
+                node,
+                f"multimodal output `{key}` used as a tensor without handling its list-of-chunks form "
+                "(`isinstance(x, list)` -> `torch.cat(...)`)",
+            )

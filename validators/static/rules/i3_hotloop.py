@@ -10,17 +10,31 @@ from __future__ import annotations
 import ast
 import re
 
-from omnitts.validators.static.index import Ctx, walk
+from omnitts.validators.static.index import Ctx, dotted, walk
 from omnitts.validators.static.rule import Invalid, Report, Rule, Valid, register
 from omnitts.validators.static.source import SourceFile
-from omnitts.validators.static.index import dotted
-from omnitts.validators.static.tensors import DEV, HOST_KINDS, FlowWalker, _is_cpu_literal, bind_args, join, per_step_functions
+from omnitts.validators.static.tensors import (
+    DEV,
+    HOST_KINDS,
+    FlowWalker,
+    _is_cpu_literal,
+    bind_args,
+    join,
+    per_step_functions,
+)
 
 # Arguments of these logging calls are only evaluated on anomaly paths worth a warning.
 _ANOMALY_LOG = ("warning", "warning_once", "warn", "error", "exception", "critical", "fatal")
 
 I3_ITEM, I3_COPY, I3_CAST, I3_FILL, I3_FLOW = (f"OMNI-I3-00{i}" for i in range(1, 6))
-NEEDLES = ("def forward", "def make_omni_output", "def compute_logits", "def preprocess", "def postprocess", "def sample")
+NEEDLES = (
+    "def forward",
+    "def make_omni_output",
+    "def compute_logits",
+    "def preprocess",
+    "def postprocess",
+    "def sample",
+)
 
 
 class _SyncWalker(FlowWalker):
@@ -34,7 +48,11 @@ class _SyncWalker(FlowWalker):
         self.src = src
 
     def _where(self, ctx: Ctx) -> str:
-        return f"in a per-step loop of `{self.qual}`" if not self.hot_body else f"in `{self.qual}`, which runs inside a per-step loop"
+        return (
+            f"in a per-step loop of `{self.qual}`"
+            if not self.hot_body
+            else f"in `{self.qual}`, which runs inside a per-step loop"
+        )
 
     def _add(self, rule: str, node: ast.AST, message: str, fix=None) -> None:
         self.out[rule].setdefault(id(node), Rule.at(node, message, fix))
@@ -64,23 +82,43 @@ class _SyncWalker(FlowWalker):
                 self.consumed.add(id(inner))
                 if kind(env, inner.func.value) not in HOST_KINDS:
                     fix = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset, "fill_item_to_copy")
-                    self._add(I3_FILL, node, f"`{_short(self.src, node)}` {self._where(ctx)} syncs to read the scalar back; "
-                              "write it device-side with `dst.copy_(src)`", fix)
+                    self._add(
+                        I3_FILL,
+                        node,
+                        f"`{_short(self.src, node)}` {self._where(ctx)} syncs to read the scalar back; "
+                        "write it device-side with `dst.copy_(src)`",
+                        fix,
+                    )
                 return
             if m == "item" and not node.args and id(node) not in self.consumed:
                 if kind(env, recv) not in HOST_KINDS:
-                    self._add(I3_ITEM, node, f"`{_short(self.src, node)}` {self._where(ctx)} forces a GPU->CPU sync per iteration")
+                    self._add(
+                        I3_ITEM,
+                        node,
+                        f"`{_short(self.src, node)}` {self._where(ctx)} forces a GPU->CPU sync per iteration",
+                    )
             elif m in ("cpu", "tolist") and not node.args:
                 if kind(env, recv) not in HOST_KINDS:
                     self._add(I3_COPY, node, f"`.{m}()` {self._where(ctx)} copies device->host (a sync) per iteration")
             elif m == "to" and any(_is_cpu_literal(a) for a in [*node.args, *(k.value for k in node.keywords)]):
                 if kind(env, recv) not in HOST_KINDS:
-                    self._add(I3_COPY, node, f"`.to('cpu')` {self._where(ctx)} copies device->host (a sync) per iteration")
+                    self._add(
+                        I3_COPY, node, f"`.to('cpu')` {self._where(ctx)} copies device->host (a sync) per iteration"
+                    )
             elif m == "numpy" and not node.args and kind(env, recv) == DEV:
                 self._add(I3_COPY, node, f"`.numpy()` of a device tensor {self._where(ctx)} needs a device->host copy")
-        elif isinstance(func, ast.Name) and func.id in ("int", "float", "bool") and len(node.args) == 1 and not node.keywords:
+        elif (
+            isinstance(func, ast.Name)
+            and func.id in ("int", "float", "bool")
+            and len(node.args) == 1
+            and not node.keywords
+        ):
             if kind(env, node.args[0]) == DEV:
-                self._add(I3_CAST, node, f"`{func.id}()` of a tensor {self._where(ctx)} reads its value back to the host (a sync)")
+                self._add(
+                    I3_CAST,
+                    node,
+                    f"`{func.id}()` of a tensor {self._where(ctx)} reads its value back to the host (a sync)",
+                )
 
     def _record_args(self, call: ast.Call, env: dict[str, str]) -> None:
         target = self.src.index.resolve(self.info, call)
@@ -93,15 +131,24 @@ class _SyncWalker(FlowWalker):
 
     def on_test(self, test: ast.AST, env: dict[str, str], ctx: Ctx) -> None:
         if self._hot(ctx, False) and id(test) not in self.consumed and self.eval.kind(env, test) == DEV:
-            self._add(I3_FLOW, test, f"Python branches on tensor value `{_short(self.src, test)}` {self._where(ctx)}: "
-                      "evaluating it syncs; use torch.where/masking or decide on the host once per step")
+            self._add(
+                I3_FLOW,
+                test,
+                f"Python branches on tensor value `{_short(self.src, test)}` {self._where(ctx)}: "
+                "evaluating it syncs; use torch.where/masking or decide on the host once per step",
+            )
 
 
 _HAS_LOOP = re.compile(r"\bfor\b|\bwhile\b")
 
 
 def _is_item(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "item" and not node.args
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "item"
+        and not node.args
+    )
 
 
 def _short(src: SourceFile, node: ast.AST) -> str:
@@ -138,7 +185,7 @@ class _I3Rule(Rule):
         yield from analyze(src)[self.id]
 
 
-_LOOP = '''
+_LOOP = """
 import torch
 
 class Talker(torch.nn.Module):
@@ -148,7 +195,7 @@ class Talker(torch.nn.Module):
         for step in range(8):
 {body}
         return out
-'''
+"""
 
 
 def _loop(body: str) -> str:
@@ -178,7 +225,8 @@ class HotItem(_I3Rule):
     VALID = [
         Valid(_loop("out.append(codes[step] * 2)"), note="device-side only"),
         Valid(_loop("n = torch.tensor([1, 2, 3])\nout.append(n[step].item())"), note="CPU tensor"),
-        Valid("""
+        Valid(
+            """
 import torch
 
 class Talker(torch.nn.Module):
@@ -188,8 +236,11 @@ class Talker(torch.nn.Module):
         for n in lengths:
             out.append(input_ids[:n])
         return out
-""", note="one batched copy outside the loop"),
-        Valid("""
+""",
+            note="one batched copy outside the loop",
+        ),
+        Valid(
+            """
 import torch
 
 class Talker(torch.nn.Module):
@@ -198,8 +249,11 @@ class Talker(torch.nn.Module):
             if self._graph is None:
                 self._scale = self.scale_buf.max().item()
         return input_ids
-""", note="run-once guard"),
-        Valid("""
+""",
+            note="run-once guard",
+        ),
+        Valid(
+            """
 import torch
 
 def offline_generate(model, ids):
@@ -207,11 +261,14 @@ def offline_generate(model, ids):
         tok = model(ids).argmax(-1)
         if tok.item() == 2:
             break
-""", note="not reachable from a model hook"),
+""",
+            note="not reachable from a model hook",
+        ),
     ]
     INVALID = [
         Invalid(_loop("tok = self.lm_head(codes).argmax(-1)\nout.append(tok.item())"), line=10, message="`tok.item()`"),
-        Invalid("""
+        Invalid(
+            """
 import torch
 
 class Code2Wav(torch.nn.Module):
@@ -224,7 +281,10 @@ class Code2Wav(torch.nn.Module):
     def _decode(self, chunk):
         scale = chunk.abs().max().item()
         return chunk / scale
-""", line=12, message="which runs inside a per-step loop"),
+""",
+            line=12,
+            message="which runs inside a per-step loop",
+        ),
     ]
 
 
@@ -246,7 +306,8 @@ class HotHostCopy(_I3Rule):
     id = I3_COPY
     name = "hot-loop-host-copy"
     VALID = [
-        Valid("""
+        Valid(
+            """
 import torch
 
 class Talker(torch.nn.Module):
@@ -256,12 +317,18 @@ class Talker(torch.nn.Module):
         for step in range(8):
             out.append(host[step].tolist())
         return out
-""", note="`.tolist()` of a CPU tensor is free"),
+""",
+            note="`.tolist()` of a CPU tensor is free",
+        ),
         Valid(_loop("out.append(codes[step].to(torch.float32))")),
     ]
     INVALID = [
         Invalid(_loop("out.append(codes[step].tolist())"), line=9, message="`.tolist()`"),
-        Invalid(_loop("wav = self.vocoder(codes[step])\nout.append(wav.detach().cpu().numpy())"), line=10, message="`.cpu()`"),
+        Invalid(
+            _loop("wav = self.vocoder(codes[step])\nout.append(wav.detach().cpu().numpy())"),
+            line=10,
+            message="`.cpu()`",
+        ),
     ]
 
 
@@ -332,5 +399,9 @@ class HotTensorBranch(_I3Rule):
         Valid(_loop("out.append(torch.where(codes[step] > 0, codes[step], 0))")),
     ]
     INVALID = [
-        Invalid(_loop("tok = codes[step]\nif (tok == 2).any():\n    break\nout.append(tok)"), line=10, message="branches on tensor"),
+        Invalid(
+            _loop("tok = codes[step]\nif (tok == 2).any():\n    break\nout.append(tok)"),
+            line=10,
+            message="branches on tensor",
+        ),
     ]

@@ -43,14 +43,27 @@ def _len_one_guarded(fn: ast.AST, node: ast.AST) -> bool:
     """True when the function states a batch of one (`assert len(xs) == 1`, `if len(xs) != 1: raise`)."""
     for n in own_nodes(fn):
         test = n.test if isinstance(n, ast.Assert | ast.If) else None
-        if test is not None and isinstance(test, ast.Compare) and isinstance(test.left, ast.Call) and dotted(test.left.func) == "len":
+        if (
+            test is not None
+            and isinstance(test, ast.Compare)
+            and isinstance(test.left, ast.Call)
+            and dotted(test.left.func) == "len"
+        ):
             if any(isinstance(c, ast.Constant) and c.value == 1 for c in test.comparators):
                 return True
     return False
 
 
-_LISTS = ("runtime_additional_information", "model_intermediate_buffer", "infos", "info_dicts", "request_infos",
-          "runtime_info", "split_request", "per_request")
+_LISTS = (
+    "runtime_additional_information",
+    "model_intermediate_buffer",
+    "infos",
+    "info_dicts",
+    "request_infos",
+    "runtime_info",
+    "split_request",
+    "per_request",
+)
 
 
 def _loops(fn: ast.AST):
@@ -60,7 +73,10 @@ def _loops(fn: ast.AST):
         lists = per_request_lists(fn)
         if lists:
             counts = request_counts(fn, lists)
-            cached = (lists, [n for n in own_nodes(fn) if isinstance(n, ast.For) and loop_binds_request(n, lists, counts)])
+            cached = (
+                lists,
+                [n for n in own_nodes(fn) if isinstance(n, ast.For) and loop_binds_request(n, lists, counts)],
+            )
         else:
             cached = (lists, [])
         fn._omni_loops = cached
@@ -89,27 +105,37 @@ class NoFirstRequestOnly(Rule):
     severity = "error"
     needles = ("runtime_additional_information", "model_intermediate_buffer")
     VALID = [
-        Valid(_m('''outs = []
+        Valid(
+            _m("""outs = []
 for info in runtime_additional_information or []:
     outs.append(self.decode(info["codes"]))
-return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})''')),
-        Valid(_m('''infos = runtime_additional_information or []
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})""")
+        ),
+        Valid(
+            _m("""infos = runtime_additional_information or []
 assert len(infos) == 1, "batch of one"
 wav = self.decode(infos[0]["codes"])
-return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [wav]})''')),
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [wav]})""")
+        ),
     ]
     INVALID = [
-        Invalid(_m('''outs, offset = [], 0
+        Invalid(
+            _m("""outs, offset = [], 0
 for info in runtime_additional_information or []:
     span = info["span"]
     outs.append(self.decode(input_ids[:span]))
     offset += span
-return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})'''), line=12,
-                message="first request's rows"),
-        Invalid(_m('''info = kwargs.get("runtime_additional_information", [{}])[0]
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})"""),
+            line=12,
+            message="first request's rows",
+        ),
+        Invalid(
+            _m("""info = kwargs.get("runtime_additional_information", [{}])[0]
 wav = self.decode(info["codes"])
-return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [wav]})'''), line=9,
-                message="first entry"),
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [wav]})"""),
+            line=9,
+            message="first entry",
+        ),
     ]
 
     def check(self, src: SourceFile):
@@ -131,13 +157,18 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
                     continue
                 base = n.value
                 is_list = (isinstance(base, ast.Name) and base.id in lists) or (
-                    isinstance(base, ast.Call) and dotted(base.func).endswith(".get") and base.args
+                    isinstance(base, ast.Call)
+                    and dotted(base.func).endswith(".get")
+                    and base.args
                     and isinstance(base.args[0], ast.Constant)
                     and base.args[0].value in ("runtime_additional_information", "model_intermediate_buffer")
                 )
                 if is_list and isinstance(n.ctx, ast.Load) and not _len_one_guarded(fn.node, n):
-                    yield Rule.at(n, f"`{fn.qualname}` reads the first entry of the per-request list; every other "
-                                  "request in the batch gets request 0's data")
+                    yield Rule.at(
+                        n,
+                        f"`{fn.qualname}` reads the first entry of the per-request list; every other "
+                        "request in the batch gets request 0's data",
+                    )
 
     @staticmethod
     def _first_slices(fn, loops):
@@ -147,15 +178,24 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
                 if not (isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in BATCH_TENSORS):
                     continue
                 s = n.slice
-                if isinstance(s, ast.Slice) and s.upper is not None and (
-                    s.lower is None or (isinstance(s.lower, ast.Constant) and s.lower.value == 0)
+                if (
+                    isinstance(s, ast.Slice)
+                    and s.upper is not None
+                    and (s.lower is None or (isinstance(s.lower, ast.Constant) and s.lower.value == 0))
                 ):
-                    yield Rule.at(n, f"`{n.value.id}[:...]` inside the per-request loop of `{fn.qualname}` takes the "
-                                  "first request's rows for every request; slice at the request's offset")
+                    yield Rule.at(
+                        n,
+                        f"`{n.value.id}[:...]` inside the per-request loop of `{fn.qualname}` takes the "
+                        "first request's rows for every request; slice at the request's offset",
+                    )
 
 
 def _names_in(node: ast.AST) -> set[str]:
-    return {n.id for n in walk(node) if isinstance(n, ast.Name)}
+    """Free names an expression reads (names bound by its own comprehensions excluded)."""
+    bound = {
+        t.id for c in walk(node) if isinstance(c, ast.comprehension) for t in walk(c.target) if isinstance(t, ast.Name)
+    }
+    return {n.id for n in walk(node) if isinstance(n, ast.Name) and n.id not in bound}
 
 
 def _output_exprs(fn: ast.AST) -> list[ast.AST]:
@@ -187,23 +227,31 @@ class NoLastWinsOutput(Rule):
     severity = "error"
     needles = ("runtime_additional_information", "model_intermediate_buffer")
     VALID = [
-        Valid(_m('''outs = []
+        Valid(
+            _m("""outs = []
 for info in runtime_additional_information or []:
     wav = self.decode(info["codes"])
     outs.append(wav)
-return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})''')),
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})""")
+        ),
     ]
     INVALID = [
-        Invalid(_m('''wav = None
+        Invalid(
+            _m("""wav = None
 for info in runtime_additional_information or []:
     wav = self.decode(info["codes"])
-return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [wav]})'''), line=12,
-                message="last request wins"),
-        Invalid(_m('''for info in runtime_additional_information or []:
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [wav]})"""),
+            line=12,
+            message="last request wins",
+        ),
+        Invalid(
+            _m("""for info in runtime_additional_information or []:
     audio = self.decode(info["codes"])
 outs = [audio for _ in runtime_additional_information]
-return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})'''), line=11,
-                message="last request wins"),
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})"""),
+            line=11,
+            message="last request wins",
+        ),
     ]
 
     def check(self, src: SourceFile):
@@ -226,26 +274,40 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
                 for n in own_nodes(ast.Module(body=loop.body, type_ignores=[])):
                     if isinstance(n, ast.Assign):
                         for t in n.targets:
-                            for x in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                            for x in t.elts if isinstance(t, ast.Tuple) else [t]:
                                 if isinstance(x, ast.Name):
                                     assigned.setdefault(x.id, n)
                 loop_vars = _names_in(loop.target)
-                for name, node in assigned.items():
-                    if name not in emitted or name in loop_vars:
+                for name, _node in assigned.items():
+                    if name not in emitted or name in loop_vars or name.startswith("_"):
                         continue
                     # Reassigned after the loop (e.g. the batch result) -> not last-wins.
-                    later = [n for n in own_nodes(fn.node) if isinstance(n, ast.Assign | ast.AugAssign)
-                             and getattr(n, "lineno", 0) > loop_end
-                             and any(isinstance(t, ast.Name) and t.id == name
-                                     for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
+                    later = [
+                        n
+                        for n in own_nodes(fn.node)
+                        if isinstance(n, ast.Assign | ast.AugAssign)
+                        and getattr(n, "lineno", 0) > loop_end
+                        and any(
+                            isinstance(t, ast.Name) and t.id == name
+                            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                        )
+                    ]
                     used_after = [e for e in _output_exprs(fn.node) if e.lineno > loop_end and name in _names_in(e)]
-                    used_after += [n.value for n in late if n.lineno > loop_end and name in _names_in(n.value)
-                                   and not any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+                    used_after += [
+                        n.value
+                        for n in late
+                        if n.lineno > loop_end
+                        and name in _names_in(n.value)
+                        and not any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+                    ]
                     used_after.sort(key=lambda e: e.lineno)
                     if later or not used_after:
                         continue
-                    yield Rule.at(used_after[0], f"`{name}` is assigned per request inside the loop at line "
-                                  f"{loop.lineno} and emitted once for the batch: the last request wins")
+                    yield Rule.at(
+                        used_after[0],
+                        f"`{name}` is assigned per request inside the loop at line "
+                        f"{loop.lineno} and emitted once for the batch: the last request wins",
+                    )
 
 
 @register
@@ -265,21 +327,26 @@ class NoBreakAfterFirstRequest(Rule):
     severity = "error"
     needles = ("break",)
     VALID = [
-        Valid(_m('''outs = []
+        Valid(
+            _m("""outs = []
 for info in runtime_additional_information or []:
     if info.get("_is_dummy"):
         outs.append(torch.zeros(0))
         continue
     outs.append(self.decode(info["codes"]))
-return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})''')),
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})""")
+        ),
     ]
     INVALID = [
-        Invalid(_m('''outs = []
+        Invalid(
+            _m("""outs = []
 for info in runtime_additional_information or []:
     outs.append(self.decode(info["codes"]))
     break
-return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})'''), line=12,
-                message="only the first request"),
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})"""),
+            line=12,
+            message="only the first request",
+        ),
     ]
 
     def check(self, src: SourceFile):
@@ -288,8 +355,11 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
             for loop in loops:
                 for stmt in loop.body:  # unconditional: directly in the loop body
                     if isinstance(stmt, ast.Break):
-                        yield Rule.at(stmt, f"unconditional `break` in the per-request loop of `{fn.qualname}`: "
-                                      "only the first request of the batch is processed")
+                        yield Rule.at(
+                            stmt,
+                            f"unconditional `break` in the per-request loop of `{fn.qualname}`: "
+                            "only the first request of the batch is processed",
+                        )
 
 
 @register
@@ -310,25 +380,33 @@ class NoBatchWideFlag(Rule):
     severity = "warning"
     needles = ("self.",)
     VALID = [
-        Valid(_m('''flags = []
+        Valid(
+            _m("""flags = []
 for info in runtime_additional_information or []:
     flags.append(bool(info.get("is_last")))
 self._last_chunk_flags = flags
-return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [torch.zeros(0)] * len(flags)})''')),
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [torch.zeros(0)] * len(flags)})""")
+        ),
     ]
     INVALID = [
-        Invalid(_m('''flags = []
+        Invalid(
+            _m("""flags = []
 for info in runtime_additional_information or []:
     flags.append(bool(info.get("is_last")))
 self._ar_emit_stop_token = all(flags)
-return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [torch.zeros(0)] * len(flags)})'''),
-                line=12, message="one flag for the whole batch"),
-        Invalid(_m('''flags = []
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [torch.zeros(0)] * len(flags)})"""),
+            line=12,
+            message="one flag for the whole batch",
+        ),
+        Invalid(
+            _m("""flags = []
 for info in runtime_additional_information or []:
     flags.append(bool(info.get("is_last")))
 self._last_chunk_flags = [all(flags)] * len(flags)
-return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [torch.zeros(0)] * len(flags)})'''),
-                line=12, message="one flag for the whole batch"),
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": [torch.zeros(0)] * len(flags)})"""),
+            line=12,
+            message="one flag for the whole batch",
+        ),
     ]
 
     def check(self, src: SourceFile):
@@ -337,7 +415,10 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
             if not lists:
                 continue
             in_loop = {id(n) for loop in loops for n in own_nodes(ast.Module(body=loop.body, type_ignores=[]))}
+            guarded = {id(stmt) for stmt, ctx in iter_stmts(fn.node.body) if ctx.guarded}
             for n in own_nodes(fn.node):
+                if id(n) in guarded:
+                    continue  # `if not self._logged: self._logged = True`: once per process, not per batch
                 if not isinstance(n, ast.Assign) or len(n.targets) != 1:
                     continue
                 attr = is_self_attr(n.targets[0])
@@ -346,11 +427,17 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
                 v = n.value
                 folds = [c for c in walk(v) if isinstance(c, ast.Call) and dotted(c.func) in ("all", "any")]
                 if folds:
-                    yield Rule.at(n, f"`self.{attr} = ...{dotted(folds[0].func)}(...)` in `{fn.qualname}` keeps one flag "
-                                  "for the whole batch; keep one entry per request")
+                    yield Rule.at(
+                        n,
+                        f"`self.{attr} = ...{dotted(folds[0].func)}(...)` in `{fn.qualname}` keeps one flag "
+                        "for the whole batch; keep one entry per request",
+                    )
                 elif id(n) in in_loop and _is_flag(v):
-                    yield Rule.at(n, f"`self.{attr}` is set per request inside the loop of `{fn.qualname}`: one flag "
-                                  "for the whole batch, the last request wins")
+                    yield Rule.at(
+                        n,
+                        f"`self.{attr}` is set per request inside the loop of `{fn.qualname}`: one flag "
+                        "for the whole batch, the last request wins",
+                    )
 
 
 def _is_flag(v: ast.AST) -> bool:

@@ -18,12 +18,38 @@ from omnitts.validators.static.treefacts import ID_KEYS
 SCHED, GLOBAL, CONST, OBJID = "sched", "global", "const", "objid"
 FINISH_HOOK = "on_requests_finished"
 _KEY_SOURCE = {"request_id": SCHED, "req_id": SCHED, "global_request_id": GLOBAL}
-_DICT_FACTORIES = {"dict", "OrderedDict", "defaultdict", "collections.OrderedDict", "collections.defaultdict", "WeakValueDictionary"}
+_DICT_FACTORIES = {
+    "dict",
+    "OrderedDict",
+    "defaultdict",
+    "collections.OrderedDict",
+    "collections.defaultdict",
+    "WeakValueDictionary",
+}
 _REQ_NAME = re.compile(r"(^|_)(req|request)_?(id|key|ids|keys)$|^(req|request|rid)$", re.I)
 _LOG = re.compile(r"(^|\.)(logger|logging|log|_logger|LOGGER)\.")
 _COPY_METHODS = {"clone", "cpu", "numpy", "tolist", "copy", "detach_copy", "to"}
-_VIEW_METHODS = {"view", "narrow", "reshape", "squeeze", "unsqueeze", "transpose", "permute", "flatten", "expand",
-                 "detach", "contiguous", "select", "as_strided", "view_as", "t", "unflatten", "split", "chunk", "unbind"}
+_VIEW_METHODS = {
+    "view",
+    "narrow",
+    "reshape",
+    "squeeze",
+    "unsqueeze",
+    "transpose",
+    "permute",
+    "flatten",
+    "expand",
+    "detach",
+    "contiguous",
+    "select",
+    "as_strided",
+    "view_as",
+    "t",
+    "unflatten",
+    "split",
+    "chunk",
+    "unbind",
+}
 _FACTORY = {"zeros", "empty", "ones", "full", "zeros_like", "empty_like", "ones_like", "full_like"}
 _KEY_HELPER = re.compile(r"^_?(get_)?req(uest)?_?(id|key)s?$|^_?(resolve|extract)_req(uest)?_?(id|key)$")
 STATE_WORDS = re.compile(r"cache|buffer|state|gen|stream|pad|window|history|prev|context|queue|pending", re.I)
@@ -92,7 +118,9 @@ class IdEval:
                     out |= self.sources(v.value, env)
             return out
         if isinstance(node, ast.Attribute) and node.attr in _KEY_SOURCE:
-            return {_KEY_SOURCE[node.attr]} if node.attr in self.facts_keys or node.attr != "global_request_id" else set()
+            return (
+                {_KEY_SOURCE[node.attr]} if node.attr in self.facts_keys or node.attr != "global_request_id" else set()
+            )
         return set()
 
 
@@ -123,6 +151,10 @@ class ClassState:
                 self._collect_ops(fn)
         if any(o.inserts for o in self.ops.values()):
             self.finish = self._finish_closure()
+            evict = self._eviction_closure()
+            for ops in self.ops.values():
+                if any(f.qualname in evict for f, _n in ops.frees):
+                    ops.bounded = True  # freed by a TTL/LRU eviction path: bounded, not leaked
 
     # --- id sources -----------------------------------------------------------------------
     def env(self, fn: FuncInfo, depth: int = 0) -> dict[str, set[str]]:
@@ -189,6 +221,19 @@ class ClassState:
 
     def _collect_ops(self, fn: FuncInfo) -> None:
         env = None
+        # An eviction sweep (pops inside a loop over some dict's items/keys: TTL or LRU clean-up)
+        # bounds the dicts it pops even without a finish hook.
+        sweep = any(
+            isinstance(n, ast.For | ast.comprehension)
+            and any(
+                isinstance(c, ast.Call)
+                and isinstance(c.func, ast.Attribute)
+                and c.func.attr in ("items", "keys")
+                and is_self_attr(c.func.value) is not None
+                for c in walk(n.iter)
+            )
+            for n in walk(fn.node)
+        )
         for stmt, _ctx in iter_stmts(fn.node.body):
             if isinstance(stmt, FUNC_TYPES):
                 continue
@@ -197,7 +242,11 @@ class ClassState:
                     if isinstance(t, ast.Subscript) and (d := is_self_attr(t.value)) in self.ops:
                         env = env if env is not None else self.env(fn)
                         self.ops[d].inserts.append((fn, stmt, t.slice, self._key_sources(t.slice, env)))
-                    elif (d := is_self_attr(t)) in self.ops and fn.name != "__init__" and isinstance(stmt.value, ast.Dict | ast.Call):
+                    elif (
+                        (d := is_self_attr(t)) in self.ops
+                        and fn.name != "__init__"
+                        and isinstance(stmt.value, ast.Dict | ast.Call)
+                    ):
                         self.ops[d].frees.append((fn, stmt))
             elif isinstance(stmt, ast.Delete):
                 for t in stmt.targets:
@@ -214,6 +263,8 @@ class ClassState:
                         m = n.func.attr
                         if m in ("pop", "clear"):
                             self.ops[d].frees.append((fn, n))
+                            if sweep:
+                                self.ops[d].bounded = True
                         elif m == "popitem":
                             self.ops[d].frees.append((fn, n))
                             self.ops[d].bounded = True
@@ -232,7 +283,61 @@ class ClassState:
         return srcs
 
     def per_request(self, d: str) -> bool:
-        return any(s & {SCHED, GLOBAL, "named"} or any(x.startswith("unset:") for x in s) for _f, _n, _k, s in self.ops[d].inserts)
+        return any(
+            s & {SCHED, GLOBAL, "named"} or any(x.startswith("unset:") for x in s)
+            for _f, _n, _k, s in self.ops[d].inserts
+        )
+
+    def _eviction_closure(self) -> set[str]:
+        """Methods on an eviction path: ones that pop the oldest entry (`popitem`, `next(iter(...))`),
+        sweep a dict's items/keys, or bound a dict's size (`while len(self.d) > n`), and what they call."""
+        seeds = []
+        for fn in self.cls.methods.values():
+            text = self.src.node_text(fn.node)
+            if not (
+                "popitem" in text
+                or "next(iter(self." in text
+                or ".items()" in text
+                or ".keys()" in text
+                or "while len(self." in text
+            ):
+                continue
+            for n in walk(fn.node):
+                if (
+                    isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Attribute)
+                    and n.func.attr == "popitem"
+                    and is_self_attr(n.func.value) is not None
+                ):
+                    seeds.append(fn)
+                    break
+                if (
+                    isinstance(n, ast.For | ast.comprehension | ast.While)
+                    and any(
+                        isinstance(c, ast.Call)
+                        and isinstance(c.func, ast.Attribute)
+                        and c.func.attr in ("items", "keys")
+                        and is_self_attr(c.func.value) is not None
+                        for c in walk(n.test if isinstance(n, ast.While) else n.iter)
+                    )
+                    or (
+                        isinstance(n, ast.Call)
+                        and dotted(n.func) == "next"
+                        and n.args
+                        and "self." in ast.unparse(n.args[0])
+                    )
+                ):
+                    seeds.append(fn)
+                    break
+        seen: set[str] = set()
+        work = list(seeds)
+        while work:
+            fn = work.pop()
+            if fn.qualname in seen:
+                continue
+            seen.add(fn.qualname)
+            work.extend(t for t, _l, _g in self.src.index.callees(fn))
+        return seen
 
     # --- the finish hook ----------------------------------------------------------------------
     def _finish_closure(self) -> set[str]:
@@ -242,7 +347,11 @@ class ClassState:
         seeds = [hook]
         written = set()
         for n in walk(hook.node):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("update", "add", "extend", "append", "__setitem__"):
+            if (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr in ("update", "add", "extend", "append", "__setitem__")
+            ):
                 if (a := is_self_attr(n.func.value)) is not None:
                     written.add(a)
             elif isinstance(n, ast.Assign):
@@ -286,7 +395,7 @@ def _in_logging(src: SourceFile, node: ast.AST) -> bool:
     return bool(_LOG.search(line)) or "print(" in line
 
 
-_HDR = '''
+_HDR = """
 import torch
 
 
@@ -296,13 +405,13 @@ class Talker(torch.nn.Module):
         self._state = {}
 
     def preprocess(self, input_ids, input_embeds, **info):
-'''
+"""
 
-_FINISH = '''
+_FINISH = """
     def on_requests_finished(self, finished_req_ids):
         for rid in finished_req_ids:
             self._state.pop(rid, None)
-'''
+"""
 
 
 def _m(body: str, finish: str = _FINISH) -> str:
@@ -361,29 +470,48 @@ class RequestIdKeySet(Rule):
     invariant = "I5"
     severity = "error"
     needles = ("_id", "id(")
-    VALID = [Valid(_m('''key = str(info["request_id"])
+    VALID = [
+        Valid(
+            _m("""key = str(info["request_id"])
 self._state[key] = input_ids
-return input_ids, input_embeds, {}'''))]
+return input_ids, input_embeds, {}""")
+        )
+    ]
     INVALID = [
-        Invalid(_m('''key = str(info.get("_omni_req_id"))
+        Invalid(
+            _m("""key = str(info.get("_omni_req_id"))
 self._state[key] = input_ids
-return input_ids, input_embeds, {}'''), line=11, message="never sets"),
-        Invalid(_m('''self._state[id(info)] = input_ids
-return input_ids, input_embeds, {}'''), line=11, message="`id(...)`"),
+return input_ids, input_embeds, {}"""),
+            line=11,
+            message="never sets",
+        ),
+        Invalid(
+            _m("""self._state[id(info)] = input_ids
+return input_ids, input_embeds, {}"""),
+            line=11,
+            message="`id(...)`",
+        ),
     ]
 
     def check(self, src: SourceFile):
         keys = src.facts.request_id_keys
-        for fn, stmt, node, (key, _default) in _all_id_reads(src):
+        for _fn, stmt, node, (key, _default) in _all_id_reads(src):
             if key in keys or id(node) in _primary_reads(stmt) or _in_logging(src, node):
                 continue
             where = f"release {src.facts.version}" if src.facts.version else "any released runner"
-            yield Rule.at(node, f"reads request-id key `{key}`, which {where} never sets "
-                          f"(set: {', '.join(keys)}); state keyed by it collapses across requests")
+            yield Rule.at(
+                node,
+                f"reads request-id key `{key}`, which {where} never sets "
+                f"(set: {', '.join(keys)}); state keyed by it collapses across requests",
+            )
         for cs in class_states(src):
             for d, ops in cs.ops.items():
                 for fn, node, key, srcs in ops.inserts:
-                    if srcs and srcs <= {OBJID, CONST} and (OBJID in srcs or not isinstance(key, ast.Constant) or cs.per_request(d)):
+                    if (
+                        srcs
+                        and srcs <= {OBJID, CONST}
+                        and (OBJID in srcs or not isinstance(key, ast.Constant) or cs.per_request(d))
+                    ):
                         what = "`id(...)` of a per-step object" if OBJID in srcs else "a constant"
                         yield Rule.at(node, f"`self.{d}` is keyed by {what} in `{fn.qualname}`, not by a request id")
 
@@ -406,23 +534,35 @@ class NoConstantIdFallback(Rule):
     invariant = "I5"
     severity = "error"
     needles = ("_id",)
-    VALID = [Valid(_m('''key = info.get("request_id")
+    VALID = [
+        Valid(
+            _m("""key = info.get("request_id")
 if key is None:
     raise KeyError("request_id missing")
 self._state[key] = input_ids
-return input_ids, input_embeds, {}'''))]
+return input_ids, input_embeds, {}""")
+        )
+    ]
     INVALID = [
-        Invalid(_m('''key = info.get("request_id", "default")
+        Invalid(
+            _m("""key = info.get("request_id", "default")
 self._state[key] = input_ids
-return input_ids, input_embeds, {}'''), line=11, message="falls back to"),
-        Invalid(_m('''key = str(info.get("request_id") or "0")
+return input_ids, input_embeds, {}"""),
+            line=11,
+            message="falls back to",
+        ),
+        Invalid(
+            _m("""key = str(info.get("request_id") or "0")
 self._state[key] = input_ids
-return input_ids, input_embeds, {}'''), line=11, message="falls back to"),
+return input_ids, input_embeds, {}"""),
+            line=11,
+            message="falls back to",
+        ),
     ]
 
     def check(self, src: SourceFile):
         seen = set()
-        for fn, stmt, node, (key, default) in _all_id_reads(src):
+        for _fn, stmt, node, (key, default) in _all_id_reads(src):
             if _in_logging(src, node):
                 continue
             const = None
@@ -432,13 +572,20 @@ return input_ids, input_embeds, {}'''), line=11, message="falls back to"),
                 const = default.values[-1].value
             else:
                 for n in walk(stmt):
-                    if isinstance(n, ast.BoolOp) and isinstance(n.op, ast.Or) and any(x is node for v in n.values[:-1] for x in walk(v)):
+                    if (
+                        isinstance(n, ast.BoolOp)
+                        and isinstance(n.op, ast.Or)
+                        and any(x is node for v in n.values[:-1] for x in walk(v))
+                    ):
                         if _is_const(n.values[-1]):
                             const = n.values[-1].value
             if const is not None and (stmt.lineno, key) not in seen:
                 seen.add((stmt.lineno, key))
-                yield Rule.at(node, f"request-id lookup `{key}` falls back to the constant {const!r}: requests without the "
-                              "key share one state entry")
+                yield Rule.at(
+                    node,
+                    f"request-id lookup `{key}` falls back to the constant {const!r}: requests without the "
+                    "key share one state entry",
+                )
 
 
 @register
@@ -463,11 +610,32 @@ class FreeOnFinish(Rule):
     invariant = "I5"
     severity = "error"
     needles = ("self._", "self.")
-    VALID = [Valid(_m('''self._state[info["request_id"]] = input_ids
-return input_ids, input_embeds, {}'''))]
+    VALID = [
+        Valid(
+            _m("""self._state[info["request_id"]] = input_ids
+return input_ids, input_embeds, {}""")
+        ),
+        Valid(
+            _m(
+                """self._state[info["request_id"]] = input_ids
+while len(self._state) > 64:
+    self._state.popitem()
+return input_ids, input_embeds, {}""",
+                finish="",
+            ),
+            note="size-bounded (LRU) cache",
+        ),
+    ]
     INVALID = [
-        Invalid(_m('''self._state[info["request_id"]] = input_ids
-return input_ids, input_embeds, {}''', finish=""), line=11, message="never frees"),
+        Invalid(
+            _m(
+                """self._state[info["request_id"]] = input_ids
+return input_ids, input_embeds, {}""",
+                finish="",
+            ),
+            line=11,
+            message="never frees",
+        ),
     ]
 
     def check(self, src: SourceFile):
@@ -479,7 +647,11 @@ return input_ids, input_embeds, {}''', finish=""), line=11, message="never frees
                 if any(f.qualname in cs.finish for f, _n in ops.frees):
                     continue
                 fn, node, _k, _s = ops.inserts[0]
-                why = "the class has no `on_requests_finished`" if not has_hook else "`on_requests_finished` never frees it"
+                why = (
+                    "the class has no `on_requests_finished`"
+                    if not has_hook
+                    else "`on_requests_finished` never frees it"
+                )
                 popped = " (it is only freed in-line, which aborted requests never reach)" if ops.frees else ""
                 yield Rule.at(node, f"per-request state `self.{d}` never frees on finish: {why}{popped}")
 
@@ -503,12 +675,20 @@ class SameIdSourceForInsertAndFree(Rule):
     invariant = "I5"
     severity = "error"
     needles = ("global_request_id",)
-    VALID = [Valid(_m('''self._state[info["request_id"]] = input_ids
-return input_ids, input_embeds, {}'''))]
+    VALID = [
+        Valid(
+            _m("""self._state[info["request_id"]] = input_ids
+return input_ids, input_embeds, {}""")
+        )
+    ]
     INVALID = [
-        Invalid(_m('''key = str(info.get("global_request_id"))
+        Invalid(
+            _m("""key = str(info.get("global_request_id"))
 self._state[key] = input_ids
-return input_ids, input_embeds, {}'''), line=12, message="global_request_id"),
+return input_ids, input_embeds, {}"""),
+            line=12,
+            message="global_request_id",
+        ),
     ]
 
     def check(self, src: SourceFile):
@@ -519,9 +699,12 @@ return input_ids, input_embeds, {}'''), line=12, message="global_request_id"),
                     continue
                 for fn, node, _key, srcs in ops.inserts:
                     if srcs and GLOBAL in srcs and SCHED not in srcs:
-                        yield Rule.at(node, f"`self.{d}` is inserted under `global_request_id` in `{fn.qualname}` but freed "
-                                      f"in `{finish_frees[0].qualname}` with the scheduler ids `on_requests_finished` "
-                                      "receives: the free never matches")
+                        yield Rule.at(
+                            node,
+                            f"`self.{d}` is inserted under `global_request_id` in `{fn.qualname}` but freed "
+                            f"in `{finish_frees[0].qualname}` with the scheduler ids `on_requests_finished` "
+                            "receives: the free never matches",
+                        )
                         break
 
 
@@ -595,8 +778,10 @@ import torch
 
 
 class CodePredictor(torch.nn.Module):
-    def forward(self, hidden):
-        return self.predict(hidden)
+    def forward(self, hidden, state):
+        codes, stop = self.predict(hidden)
+        state.last_codes = codes[0]
+        return stop
 
     def predict(self, hidden):
         loop = self._static_loops[hidden.shape[0]]
@@ -604,17 +789,21 @@ class CodePredictor(torch.nn.Module):
         loop.graph.replay()
         return {ret}
 """
-    VALID = [Valid(_B.format(line="            outs.append(self.wav_buf[i, :n].clone())")),
-             Valid(_R.format(ret="loop.codes.clone(), loop.stop.clone()"))]
+    VALID = [
+        Valid(_B.format(line="            outs.append(self.wav_buf[i, :n].clone())")),
+        Valid(_R.format(ret="loop.codes.clone(), loop.stop.clone()")),
+    ]
     INVALID = [
-        Invalid(_B.format(line="            outs.append(self.wav_buf[i, :n])"), line=16, message="view of persistent buffer"),
-        Invalid(_R.format(ret="loop.codes, loop.stop.clone()"), line=13, message="replays a CUDA graph"),
+        Invalid(
+            _B.format(line="            outs.append(self.wav_buf[i, :n])"), line=16, message="view of persistent buffer"
+        ),
+        Invalid(_R.format(ret="loop.codes, loop.stop.clone()"), line=15, message="replays a CUDA graph"),
     ]
 
     def check(self, src: SourceFile):
         if ".replay()" in src.text:
             yield from self._graph_returns(src)
-        for cname, cls in src.index.classes.items():
+        for _cname, cls in src.index.classes.items():
             buffers = _buffers(cls)
             if not buffers:
                 continue
@@ -627,24 +816,52 @@ class CodePredictor(torch.nn.Module):
     @staticmethod
     def _graph_returns(src: SourceFile):
         """A function that replays a CUDA graph and returns the graph's static output buffers
-        (`holder.out`, `self.out_buf[:n]`) without a copy: the next replay overwrites them."""
-        for fn in src.index.functions.values():
+        (`holder.out`) without a copy, whose in-file caller keeps a view of them past the step:
+        stores it on a request's state or emits it. The next replay overwrites what was kept."""
+        index = src.index
+        candidates: dict[str, list[ast.AST]] = {}
+        for fn in index.functions.values():
             text = src.node_text(fn.node)
             if ".replay()" not in text:
                 continue
+            copied = {
+                dotted(n.func.value)
+                for n in walk(fn.node)
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "copy_"
+            }
+            rets = []
             for stmt, _ctx in iter_stmts(fn.node.body):
                 if not isinstance(stmt, ast.Return) or stmt.value is None:
                     continue
-                elems = stmt.value.elts if isinstance(stmt.value, ast.Tuple) else [stmt.value]
-                for e in elems:
-                    base = e
-                    while isinstance(base, ast.Subscript) or (
-                        isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and base.func.attr in _VIEW_METHODS
+                for e in stmt.value.elts if isinstance(stmt.value, ast.Tuple) else [stmt.value]:
+                    base = _strip_views(e)
+                    if (
+                        isinstance(base, ast.Attribute)
+                        and not isinstance(base.value, ast.Call)
+                        and dotted(base) not in copied
                     ):
-                        base = base.value if isinstance(base, ast.Subscript) else base.func.value
-                    if isinstance(base, ast.Attribute) and not isinstance(base.value, ast.Call):
-                        yield Rule.at(e, f"`{fn.qualname}` replays a CUDA graph and returns its static buffer "
-                                      f"`{dotted(base) or 'buffer'}` without `.clone()`: the next replay overwrites it")
+                        rets.append(e)
+            if rets:
+                candidates[fn.qualname] = rets
+        if not candidates:
+            return
+        for caller in index.functions.values():
+            for call, _loop, _guarded in caller.calls:
+                target = index.resolve(caller, call)
+                if target is None or target.qualname not in candidates:
+                    continue
+                kept = _kept_past_step(caller.node, call)
+                if kept is None:
+                    continue
+                for e in candidates[target.qualname]:
+                    yield Rule.at(
+                        e,
+                        f"`{target.qualname}` replays a CUDA graph and returns its static buffer "
+                        f"`{dotted(_strip_views(e))}` without `.clone()`; `{caller.qualname}` keeps a view "
+                        f"of it (line {kept}), which the next replay overwrites",
+                    )
+                del candidates[target.qualname]
+                break
 
     def _check_fn(self, fn: FuncInfo, buffers: set[str]):
         views: set[str] = set()
@@ -663,7 +880,7 @@ class CodePredictor(torch.nn.Module):
                             emitted |= {x.id for x in walk(kw.value) if isinstance(x, ast.Name)}
                             sinks += _dict_values(kw.value)
                 elif isinstance(n, ast.Dict):
-                    for k, v in zip(n.keys, n.values):
+                    for k, v in zip(n.keys, n.values, strict=False):
                         if isinstance(k, ast.Constant) and k.value in ("model_outputs", "audio"):
                             emitted |= {x.id for x in walk(v) if isinstance(x, ast.Name)}
                             sinks += _elements(v)
@@ -671,7 +888,11 @@ class CodePredictor(torch.nn.Module):
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute):
                 call = s.value
                 owner = call.func.value
-                if call.func.attr in ("append", "insert", "extend") and isinstance(owner, ast.Name) and owner.id in emitted:
+                if (
+                    call.func.attr in ("append", "insert", "extend")
+                    and isinstance(owner, ast.Name)
+                    and owner.id in emitted
+                ):
                     sinks += call.args[-1:]
             if isinstance(s, ast.Assign):
                 for t in s.targets:
@@ -682,8 +903,55 @@ class CodePredictor(torch.nn.Module):
             buf = _view_of(sink, buffers, views)
             if buf is not None and id(sink) not in seen:
                 seen.add(id(sink))
-                yield Rule.at(sink, f"emits a view of persistent buffer `self.{buf}` in `{fn.qualname}`: the next step "
-                              "overwrites it; emit `.clone()`")
+                yield Rule.at(
+                    sink,
+                    f"emits a view of persistent buffer `self.{buf}` in `{fn.qualname}`: the next step "
+                    "overwrites it; emit `.clone()`",
+                )
+
+
+def _strip_views(e: ast.AST) -> ast.AST:
+    while isinstance(e, ast.Subscript) or (
+        isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in _VIEW_METHODS
+    ):
+        e = e.value if isinstance(e, ast.Subscript) else e.func.value
+    return e
+
+
+def _kept_past_step(fn: ast.AST, call: ast.Call) -> int | None:
+    """Line where a caller stores a view of a call's result beyond the step: on an object's
+    attribute (`state.last_codes = codes[i]`) or into an emitted list (`frames.append(codes[i])`)."""
+    names: set[str] = set()
+    after = None
+    for stmt, _ctx in iter_stmts(fn.body):
+        if after is None:
+            if isinstance(stmt, ast.Assign) and stmt.value is call:
+                for t in stmt.targets:
+                    names |= {x.id for x in walk(t) if isinstance(x, ast.Name)}
+                after = stmt.lineno
+            continue
+        if isinstance(stmt, ast.Assign):
+            value_base = _strip_views(stmt.value)
+            is_view = isinstance(value_base, ast.Name) and value_base.id in names
+            for t in stmt.targets:
+                if isinstance(t, ast.Name):
+                    if is_view:
+                        names.add(t.id)
+                    else:
+                        names.discard(t.id)  # rebound (e.g. to a copy)
+                elif isinstance(t, ast.Attribute) and is_view:
+                    return stmt.lineno
+        elif (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Attribute)
+        ):
+            c = stmt.value
+            if c.func.attr in ("append", "extend", "insert") and c.args:
+                base = _strip_views(c.args[-1])
+                if isinstance(base, ast.Name) and base.id in names:
+                    return stmt.lineno
+    return None
 
 
 def _dict_values(node: ast.AST) -> list[ast.AST]:
@@ -754,16 +1022,22 @@ class Model(torch.nn.Module):
                     if isinstance(v, ast.Call):
                         target = index.resolve(fn, v)
                         if target is not None and target.is_generator:
-                            yield Rule.at(stmt, f"`self.{attr}` holds a streaming generator for one request; concurrent "
-                                          "requests overwrite it (key it by request id)")
+                            yield Rule.at(
+                                stmt,
+                                f"`self.{attr}` holds a streaming generator for one request; concurrent "
+                                "requests overwrite it (key it by request id)",
+                            )
                             continue
                     for loop in loops:
                         if not (loop.lineno <= stmt.lineno <= (loop.end_lineno or loop.lineno)):
                             continue
                         names = {n.id for n in walk(v) if isinstance(n, ast.Name)}
                         if names & loop_vars[id(loop)] and STATE_WORDS.search(attr) and not _is_flagish(v):
-                            yield Rule.at(stmt, f"`self.{attr}` is set from each request's data inside the per-request "
-                                          f"loop of `{fn.qualname}`: the last request wins for the whole batch")
+                            yield Rule.at(
+                                stmt,
+                                f"`self.{attr}` is set from each request's data inside the per-request "
+                                f"loop of `{fn.qualname}`: the last request wins for the whole batch",
+                            )
                             break
 
 

@@ -29,6 +29,7 @@ def _guarded(handlers: list[ast.ExceptHandler]) -> bool:
 
 def _top_imports(tree: ast.Module):
     """(node, module) for imports executed at import time and not guarded by try/except."""
+
     def walk(body, guarded):
         for stmt in body:
             if isinstance(stmt, ast.Import):
@@ -46,8 +47,10 @@ def _top_imports(tree: ast.Module):
                     continue
                 yield from walk(stmt.body, guarded)
                 yield from walk(stmt.orelse, guarded)
-            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and dotted(stmt.value.func) in (
-                "importlib.import_module", "import_module"
+            elif (
+                isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Call)
+                and dotted(stmt.value.func) in ("importlib.import_module", "import_module")
             ):
                 arg = stmt.value.args[0] if stmt.value.args else None
                 if not guarded and isinstance(arg, ast.Constant) and isinstance(arg.value, str):
@@ -81,7 +84,10 @@ class OptionalDepAtImport(Rule):
     kinds = frozenset({MODEL, CODE})
     needles = ("import",)
     VALID = [
-        Valid("import torch\nimport numpy as np\n\ntry:\n    import torchcodec\nexcept ImportError:\n    torchcodec = None\n"),
+        Valid(
+            "import torch\nimport numpy as np\n\ntry:\n    import torchcodec\n"
+            "except ImportError:\n    torchcodec = None\n"
+        ),
         Valid("import torch\n\n\ndef load_weights(self, weights):\n    import torchcodec  # noqa: F401\n"),
     ]
     INVALID = [Invalid("import torch\nimport torchcodec\n", line=2, message="torchcodec")]
@@ -96,8 +102,11 @@ class OptionalDepAtImport(Rule):
             if top in _STDLIB or top in ("vllm_omni", "omnitts", own) or facts.dep_available(module):
                 continue
             where = f"{facts.deps_source}" if facts.declared_deps is not None else "no target metadata found"
-            yield Rule.at(node, f"`{module}` is imported at module top but `{top}` is not a declared dependency of the "
-                          f"target ({where}); import it inside load_weights() or guard it")
+            yield Rule.at(
+                node,
+                f"`{module}` is imported at module top but `{top}` is not a declared dependency of the "
+                f"target ({where}); import it inside load_weights() or guard it",
+            )
 
 
 # --- parameter builders ---------------------------------------------------------------------------
@@ -138,17 +147,28 @@ class ForwardExtractedParams(Rule):
     severity = "error"
     kinds = frozenset({CODE, MODEL})
     needles = ("request.",)
-    _S = '''
+    _S = """
 class OmniOpenAIServingSpeech:
     async def _build_demo_tts_params(self, request) -> dict:
         params = {{"text": [request.input]}}
         ref_text = request.ref_text
 {line}
         return params
-'''
-    VALID = [Valid(_S.format(line='        params["prompt_text"] = [ref_text]'), path="vllm_omni/entrypoints/openai/serving_speech.py")]
-    INVALID = [Invalid(_S.format(line='        logger.info("ref_text: %s", ref_text)'),
-                       path="vllm_omni/entrypoints/openai/serving_speech.py", line=5, message="never forwarded")]
+"""
+    VALID = [
+        Valid(
+            _S.format(line='        params["prompt_text"] = [ref_text]'),
+            path="vllm_omni/entrypoints/openai/serving_speech.py",
+        )
+    ]
+    INVALID = [
+        Invalid(
+            _S.format(line='        logger.info("ref_text: %s", ref_text)'),
+            path="vllm_omni/entrypoints/openai/serving_speech.py",
+            line=5,
+            message="never forwarded",
+        )
+    ]
 
     def check(self, src: SourceFile):
         for fn in _builders(src):
@@ -171,8 +191,11 @@ class OmniOpenAIServingSpeech:
                     loads[n.id] = loads.get(n.id, 0) + 1
             for name, (node, field) in extracted.items():
                 if loads.get(name, 0) - log_loads.get(name, 0) <= 0:
-                    yield Rule.at(node, f"`{name}` (request.{field}) is extracted in `{fn.qualname}` but never forwarded "
-                                  "to the model (ruff F841 in vLLM-Omni's pre-commit)")
+                    yield Rule.at(
+                        node,
+                        f"`{name}` (request.{field}) is extracted in `{fn.qualname}` but never forwarded "
+                        "to the model (ruff F841 in vLLM-Omni's pre-commit)",
+                    )
 
 
 def _request_field(node: ast.AST, reqs: set[str]) -> str | None:
@@ -188,11 +211,21 @@ def _request_field(node: ast.AST, reqs: set[str]) -> str | None:
 
 
 # --- codec device ---------------------------------------------------------------------------------
-_DECODE_METHODS = {"decode", "chunked_decode", "decode_codes", "codes_to_audio", "vocode", "decode_code", "detokenize_audio"}
+_DECODE_METHODS = {
+    "decode",
+    "chunked_decode",
+    "decode_codes",
+    "codes_to_audio",
+    "vocode",
+    "decode_code",
+    "detokenize_audio",
+}
 _CODEC_ATTR = re.compile(r"codec|decoder|vocoder|dac|vae|audio_tokenizer|code2wav|token2wav|bigvgan|hifigan", re.I)
 
 
-_DECODE_CALL = re.compile(r"\.(" + "|".join(sorted(_DECODE_METHODS)) + r")\(|self\.\w*(" + _CODEC_ATTR.pattern + r")\w*\(", re.I)
+_DECODE_CALL = re.compile(
+    r"\.(" + "|".join(sorted(_DECODE_METHODS)) + r")\(|self\.\w*(" + _CODEC_ATTR.pattern + r")\w*\(", re.I
+)
 
 
 class _DeviceWalker(FlowWalker):
@@ -206,9 +239,18 @@ class _DeviceWalker(FlowWalker):
         func = node.func
         name = dotted(func)
         target = None
-        if isinstance(func, ast.Attribute) and func.attr in _DECODE_METHODS and _CODEC_ATTR.search(name.rsplit(".", 1)[0] or ""):
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in _DECODE_METHODS
+            and _CODEC_ATTR.search(name.rsplit(".", 1)[0] or "")
+        ):
             target = name
-        elif name.startswith("self.") and name.count(".") == 1 and _CODEC_ATTR.search(func.attr) and func.attr not in self.src.index.classes:
+        elif (
+            name.startswith("self.")
+            and name.count(".") == 1
+            and _CODEC_ATTR.search(func.attr)
+            and func.attr not in self.src.index.classes
+        ):
             if self.src.index.method(self.src.index.functions[self.qual].cls, func.attr) is None:
                 target = name
         if target is None:
@@ -217,8 +259,11 @@ class _DeviceWalker(FlowWalker):
         kind = self.eval.kind(env, arg)
         if kind in (CPU, INFO) and id(node) not in self.out:
             where = "read from the request payload (kept on the CPU)" if kind == INFO else "created on the CPU"
-            self.out[id(node)] = Rule.at(node, f"`{target}(...)` in `{self.qual}` decodes codec tensors {where} without moving "
-                                         "them to the decoder's device (`.to(device)`)")
+            self.out[id(node)] = Rule.at(
+                node,
+                f"`{target}(...)` in `{self.qual}` decodes codec tensors {where} without moving "
+                "them to the decoder's device (`.to(device)`)",
+            )
 
 
 @register

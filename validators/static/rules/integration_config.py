@@ -17,6 +17,7 @@ def _truthy(v) -> bool:
 
 def _views(ctx):
     """(config rel, Config, Pipeline|None, stage kinds by id, is_audio) for configs in focus."""
+
     def build():
         out = []
         for rel in configs.config_files(ctx):
@@ -26,11 +27,17 @@ def _views(ctx):
             pipe = None if cfg.legacy else configs.pipeline_for(ctx, rel, cfg)
             if cfg.legacy:
                 kinds = {sid: str(st.get("worker_type", "")).lower() for sid, st in cfg.stages.items()}
-                audio = any(st.get("final_output_type") == "audio" or st.get("engine_output_type") == "audio"
-                            for st in cfg.stages.values())
+                audio = any(
+                    st.get("final_output_type") == "audio" or st.get("engine_output_type") == "audio"
+                    for st in cfg.stages.values()
+                )
             elif pipe is not None:
-                kinds = {st.stage_id: "ar" if st.get("execution_type") == "LLM_AR" else str(st.get("execution_type", "")).lower()
-                         for st in pipe.stages}
+                kinds = {
+                    st.stage_id: "ar"
+                    if st.get("execution_type") == "LLM_AR"
+                    else str(st.get("execution_type", "")).lower()
+                    for st in pipe.stages
+                }
                 audio = any(st.get("final_output_type") == "audio" for st in pipe.stages)
             elif ctx.standalone:
                 # A generated TTS package before it is applied to a tree: stage 0 is the AR stage (the
@@ -46,7 +53,7 @@ def _views(ctx):
 
 
 _REG = {"vllm_omni/__init__.py": "", "vllm_omni/model_executor/models/registry.py": "_OMNI_MODELS = {}\n"}
-_PIPE2 = '''
+_PIPE2 = """
 from vllm_omni.config.stage_config import PipelineConfig, StageExecutionType, StagePipelineConfig
 
 _PROC = "vllm_omni.model_executor.stage_input_processors.demo_tts"
@@ -57,14 +64,15 @@ DEMO_TTS_PIPELINE = PipelineConfig(
         StagePipelineConfig(stage_id=0, model_stage="demo_tts", execution_type=StageExecutionType.LLM_AR,
                             owns_tokenizer=True, engine_output_type="latent",
                             async_chunk_process_next_stage_input_func=f"{_PROC}.talker2code2wav_async_chunk"),
-        StagePipelineConfig(stage_id=1, model_stage="demo_tts_code2wav", execution_type=StageExecutionType.LLM_GENERATION,
-                            input_sources=(0,), final_output=True, final_output_type="audio", engine_output_type="audio",
+        StagePipelineConfig(stage_id=1, model_stage="demo_tts_code2wav",
+                            execution_type=StageExecutionType.LLM_GENERATION, input_sources=(0,),
+                            final_output=True, final_output_type="audio", engine_output_type="audio",
                             sync_process_input_func=f"{_PROC}.talker2code2wav"),
     ),
 )
-'''
+"""
 _PROC_SRC = "def talker2code2wav(*a):\n    pass\n\n\ndef talker2code2wav_async_chunk(*a):\n    pass\n"
-_PIPE1 = '''
+_PIPE1 = """
 from vllm_omni.config.stage_config import PipelineConfig, StageExecutionType, StagePipelineConfig
 
 DEMO_TTS_PIPELINE = PipelineConfig(
@@ -75,8 +83,8 @@ DEMO_TTS_PIPELINE = PipelineConfig(
                             engine_output_type="audio"),
     ),
 )
-'''
-_DEPLOY2 = '''async_chunk: true
+"""
+_DEPLOY2 = """async_chunk: true
 connectors:
   shm:
     name: SharedMemoryConnector
@@ -89,17 +97,24 @@ stages:
     max_num_seqs: 1
     input_connectors:
       from_stage_0: shm
-'''
+"""
 
 
 def _two_stage(seqs: int = 8, conn: str = "shm", proc: str = _PROC_SRC) -> dict[str, str]:
-    return {**_REG, "vllm_omni/model_executor/models/demo_tts/pipeline.py": _PIPE2,
-            "vllm_omni/model_executor/stage_input_processors/demo_tts.py": proc,
-            "vllm_omni/deploy/demo_tts.yaml": _DEPLOY2.format(seqs=seqs, conn=conn)}
+    return {
+        **_REG,
+        "vllm_omni/model_executor/models/demo_tts/pipeline.py": _PIPE2,
+        "vllm_omni/model_executor/stage_input_processors/demo_tts.py": proc,
+        "vllm_omni/deploy/demo_tts.yaml": _DEPLOY2.format(seqs=seqs, conn=conn),
+    }
 
 
 def _one_stage(deploy: str, pipe: str = _PIPE1) -> dict[str, str]:
-    return {**_REG, "vllm_omni/model_executor/models/demo_tts/pipeline.py": pipe, "vllm_omni/deploy/demo_tts.yaml": deploy}
+    return {
+        **_REG,
+        "vllm_omni/model_executor/models/demo_tts/pipeline.py": pipe,
+        "vllm_omni/deploy/demo_tts.yaml": deploy,
+    }
 
 
 @register
@@ -138,9 +153,15 @@ class ArStageConcurrency(Rule):
                 for key in ("max_num_seqs", "runtime.max_batch_size"):
                     v = st.get(key)
                     if isinstance(v, int) and not isinstance(v, bool) and v < 4:
-                        yield Report(st.line_of(key), 1, f"AR stage {sid} sets {key.split('.')[-1]}: {v}, below 4: the codec "
-                                     "window round-robins across requests and concurrent requests get audio gaps "
-                                     "(RFC #2568)", path=rel, symbol=f"stages[{sid}].{key}")
+                        yield Report(
+                            st.line_of(key),
+                            1,
+                            f"AR stage {sid} sets {key.split('.')[-1]}: {v}, below 4: the codec "
+                            "window round-robins across requests and concurrent requests get audio gaps "
+                            "(RFC #2568)",
+                            path=rel,
+                            symbol=f"stages[{sid}].{key}",
+                        )
 
 
 @register
@@ -166,11 +187,21 @@ class SingleStageFields(Rule):
     scope = "tree"
     VALID = [Valid(files=_one_stage("async_chunk: false\nstages:\n  - stage_id: 0\n    max_num_seqs: 4\n"))]
     INVALID = [
-        Invalid(files=_one_stage("stages:\n  - stage_id: 0\n    max_num_seqs: 4\n"), path="vllm_omni/deploy/demo_tts.yaml",
-                line=1, message="async_chunk: false"),
-        Invalid(files=_one_stage("async_chunk: false\nstages:\n  - stage_id: 0\n    max_num_seqs: 4\n",
-                                 pipe=_PIPE1.replace('engine_output_type="audio"', 'engine_output_type="latent"')),
-                path="vllm_omni/model_executor/models/demo_tts/pipeline.py", line=9, message="engine_output_type"),
+        Invalid(
+            files=_one_stage("stages:\n  - stage_id: 0\n    max_num_seqs: 4\n"),
+            path="vllm_omni/deploy/demo_tts.yaml",
+            line=1,
+            message="async_chunk: false",
+        ),
+        Invalid(
+            files=_one_stage(
+                "async_chunk: false\nstages:\n  - stage_id: 0\n    max_num_seqs: 4\n",
+                pipe=_PIPE1.replace('engine_output_type="audio"', 'engine_output_type="latent"'),
+            ),
+            path="vllm_omni/model_executor/models/demo_tts/pipeline.py",
+            line=9,
+            message="engine_output_type",
+        ),
     ]
 
     def check_tree(self, ctx):
@@ -179,28 +210,42 @@ class SingleStageFields(Rule):
             if not audio or len(kinds) != 1 or "ar" not in kinds.values():
                 continue
             if cfg.legacy:
-                (sid, st), = cfg.stages.items()
+                ((sid, st),) = cfg.stages.items()
                 need = {"engine_output_type": "audio", "final_output": True, "is_comprehension": True}
                 where, line_of = rel, st.line_of
             elif pipe is None:  # standalone package: the stage fields live in a pipeline.py it does not have yet
                 st, need, where, line_of = None, {}, rel, None
             else:
                 st = pipe.stages[0]
-                need = {"engine_output_type": "audio", "final_output": True, "final_output_type": "audio", "owns_tokenizer": True}
+                need = {
+                    "engine_output_type": "audio",
+                    "final_output": True,
+                    "final_output_type": "audio",
+                    "owns_tokenizer": True,
+                }
                 where, line_of = pipe.path, st.line_of
             for key, want in need.items():
                 got = st.get(key)
                 ok = _truthy(got) if want is True else got == want
                 if not ok and (where, key) not in reported:
                     reported.add((where, key))
-                    yield Report(line_of(key) if key in st.fields else st.line, 1,
-                                 f"single-stage AR speech stage needs `{key}: {str(want).lower()}` (has {got!r})",
-                                 path=where, symbol=f"stages[0].{key}")
+                    yield Report(
+                        line_of(key) if key in st.fields else st.line,
+                        1,
+                        f"single-stage AR speech stage needs `{key}: {str(want).lower()}` (has {got!r})",
+                        path=where,
+                        symbol=f"stages[0].{key}",
+                    )
             ac = cfg.top.get("async_chunk")
             if ac is None or _truthy(ac.value):
-                yield Report(ac.line if ac else 1, 1, "single-stage AR speech config needs a top-level `async_chunk: false`"
-                             + ("" if ac else " (absent: 0.20+ deploy configs default to true and the loader raises)"),
-                             path=rel, symbol="async_chunk")
+                yield Report(
+                    ac.line if ac else 1,
+                    1,
+                    "single-stage AR speech config needs a top-level `async_chunk: false`"
+                    + ("" if ac else " (absent: 0.20+ deploy configs default to true and the loader raises)"),
+                    path=rel,
+                    symbol="async_chunk",
+                )
 
 
 @register
@@ -227,8 +272,12 @@ class AsyncChunkCoherent(Rule):
     VALID = [Valid(files=_two_stage())]
     INVALID = [
         Invalid(files=_two_stage(conn="shm_typo"), path="vllm_omni/deploy/demo_tts.yaml", line=8, message="shm_typo"),
-        Invalid(files=_two_stage(proc="def talker2code2wav(*a):\n    pass\n"),
-                path="vllm_omni/model_executor/models/demo_tts/pipeline.py", line=11, message="names no function"),
+        Invalid(
+            files=_two_stage(proc="def talker2code2wav(*a):\n    pass\n"),
+            path="vllm_omni/model_executor/models/demo_tts/pipeline.py",
+            line=11,
+            message="names no function",
+        ),
     ]
 
     def check_tree(self, ctx):
@@ -242,26 +291,49 @@ class AsyncChunkCoherent(Rule):
             async_on = _truthy(ac.value) if ac is not None else not cfg.legacy
             has_next = any(st.get(f) for st in stages.values() for f in NEXT_FUNCS)
             if async_on and not has_next and (pipe is not None or cfg.legacy):
-                yield Report(ac.line if ac else 1, 1, "`async_chunk` is on" + ("" if ac else " (default)") +
-                             " but no stage declares a next-stage processor; the loader raises ValueError",
-                             path=rel, symbol="async_chunk")
+                yield Report(
+                    ac.line if ac else 1,
+                    1,
+                    "`async_chunk` is on"
+                    + ("" if ac else " (default)")
+                    + " but no stage declares a next-stage processor; the loader raises ValueError",
+                    path=rel,
+                    symbol="async_chunk",
+                )
             if not async_on and not cfg.legacy:
                 for sid, st in stages.items():
                     if st.get("input_sources") and not any(st.get(f) for f in SYNC_FUNCS) and has_next:
-                        yield Report(ac.line if ac else 1, 1, f"`async_chunk: false` but stage {sid} only has an async-chunk "
-                                     "processor upstream and no `sync_process_input_func`", path=rel, symbol="async_chunk")
+                        yield Report(
+                            ac.line if ac else 1,
+                            1,
+                            f"`async_chunk: false` but stage {sid} only has an async-chunk "
+                            "processor upstream and no `sync_process_input_func`",
+                            path=rel,
+                            symbol="async_chunk",
+                        )
             for sid, st in stages.items():
                 for f in PROC_FIELDS:
                     target = st.get(f)
                     if target and (path_of, f, target) not in seen and not configs.processor_exists(ctx, target):
                         seen.add((path_of, f, target))
-                        yield Report(st.line_of(f), 1, f"stage {sid} `{f}` = {target!r} names no function in this tree",
-                                     path=path_of, symbol=f"stages[{sid}].{f}")
+                        yield Report(
+                            st.line_of(f),
+                            1,
+                            f"stage {sid} `{f}` = {target!r} names no function in this tree",
+                            path=path_of,
+                            symbol=f"stages[{sid}].{f}",
+                        )
             for sid, st in cfg.stages.items():
                 for f in ("output_connectors", "input_connectors"):
                     conns = st.get(f)
                     if isinstance(conns, dict):
                         for edge, name in conns.items():
                             if name not in cfg.connectors:
-                                yield Report(st.line_of(f), 1, f"stage {sid} {f}.{edge} names connector {name!r}, which "
-                                             "no `connectors:` entry defines", path=rel, symbol=f"stages[{sid}].{f}")
+                                yield Report(
+                                    st.line_of(f),
+                                    1,
+                                    f"stage {sid} {f}.{edge} names connector {name!r}, which "
+                                    "no `connectors:` entry defines",
+                                    path=rel,
+                                    symbol=f"stages[{sid}].{f}",
+                                )

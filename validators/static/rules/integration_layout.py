@@ -14,6 +14,7 @@ MODELS = "vllm_omni/model_executor/models"
 
 def tts_names(ctx) -> set[str]:
     """Model names known to be TTS: hub sub-folders, TTS adapters, model dirs named *tts*."""
+
     def build():
         names: set[str] = set()
         for base in (OFFLINE, ONLINE):
@@ -57,8 +58,14 @@ class NoTopLevelExampleDir(Rule):
     severity = "error"
     scope = "tree"
     VALID = [Valid(files={**_REG, **_HUB})]
-    INVALID = [Invalid(files={**_REG, **_HUB, f"{OFFLINE}/demo_tts/end2end.py": "print('hi')\n"},
-                       path=f"{OFFLINE}/demo_tts", line=1, message="top-level example folder")]
+    INVALID = [
+        Invalid(
+            files={**_REG, **_HUB, f"{OFFLINE}/demo_tts/end2end.py": "print('hi')\n"},
+            path=f"{OFFLINE}/demo_tts",
+            line=1,
+            message="top-level example folder",
+        )
+    ]
 
     def check_tree(self, ctx):
         names = tts_names(ctx)
@@ -68,9 +75,14 @@ class NoTopLevelExampleDir(Rule):
                 continue
             for sub in sorted(p for p in d.iterdir() if p.is_dir()):
                 if sub.name != HUB and sub.name in names:
-                    yield Report(1, 1, f"TTS model `{sub.name}` has a top-level example folder `{base}/{sub.name}/`; "
-                                 f"put it under `{base}/{HUB}/{sub.name}/`", path=f"{base}/{sub.name}",
-                                 symbol=f"{base}/{sub.name}")
+                    yield Report(
+                        1,
+                        1,
+                        f"TTS model `{sub.name}` has a top-level example folder `{base}/{sub.name}/`; "
+                        f"put it under `{base}/{HUB}/{sub.name}/`",
+                        path=f"{base}/{sub.name}",
+                        symbol=f"{base}/{sub.name}",
+                    )
 
 
 @register
@@ -90,8 +102,14 @@ class NoPerModelReadme(Rule):
     severity = "error"
     scope = "tree"
     VALID = [Valid(files={**_REG, **_HUB})]
-    INVALID = [Invalid(files={**_REG, **_HUB, f"{OFFLINE}/{HUB}/demo_tts/README.md": "# Demo\n"},
-                       path=f"{OFFLINE}/{HUB}/demo_tts/README.md", line=1, message="hub README")]
+    INVALID = [
+        Invalid(
+            files={**_REG, **_HUB, f"{OFFLINE}/{HUB}/demo_tts/README.md": "# Demo\n"},
+            path=f"{OFFLINE}/{HUB}/demo_tts/README.md",
+            line=1,
+            message="hub README",
+        )
+    ]
 
     def check_tree(self, ctx):
         for base in (OFFLINE, ONLINE):
@@ -100,5 +118,10 @@ class NoPerModelReadme(Rule):
                 continue
             for readme in sorted(hub.glob("*/README*.md")) + sorted(hub.glob("*/readme*.md")):
                 rel = ctx.rel(readme)
-                yield Report(1, 1, f"per-model README `{rel}`: document the model in the hub README "
-                             f"`{base}/{HUB}/README.md` instead", path=rel, symbol=rel)
+                yield Report(
+                    1,
+                    1,
+                    f"per-model README `{rel}`: document the model in the hub README `{base}/{HUB}/README.md` instead",
+                    path=rel,
+                    symbol=rel,
+                )

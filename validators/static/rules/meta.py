@@ -6,7 +6,7 @@ from __future__ import annotations
 from omnitts.validators.static.rule import CODE, CONFIG, CONSUMER, MODEL, Invalid, Rule, Valid, register
 
 _ALL = frozenset({MODEL, CONSUMER, CODE, CONFIG})
-_HOT = '''
+_HOT = """
 import torch
 
 
@@ -16,7 +16,7 @@ class M(torch.nn.Module):
         for i in range(4):
 {line}
         return out
-'''
+"""
 
 
 class _Meta(Rule):
@@ -53,9 +53,20 @@ class SuppressionWithoutReason(_Meta):
 
     id = "OMNI-META-002"
     name = "suppression-without-reason"
-    VALID = [Valid(_HOT.format(line="            out.append(x[i].item())  # omnitts: ignore[OMNI-I3-001] x lives on the host here"))]
-    INVALID = [Invalid(_HOT.format(line="            out.append(x[i].item())  # omnitts: ignore[OMNI-I3-001]"), line=9,
-                       message="no reason")]
+    VALID = [
+        Valid(
+            _HOT.format(
+                line="            out.append(x[i].item())  # omnitts: ignore[OMNI-I3-001] x lives on the host here"
+            )
+        )
+    ]
+    INVALID = [
+        Invalid(
+            _HOT.format(line="            out.append(x[i].item())  # omnitts: ignore[OMNI-I3-001]"),
+            line=9,
+            message="no reason",
+        )
+    ]
 
 
 @register
@@ -72,8 +83,13 @@ class UnusedSuppression(_Meta):
     id = "OMNI-META-003"
     name = "unused-suppression"
     VALID = [Valid(_HOT.format(line="            out.append(x[i] * 2)"))]
-    INVALID = [Invalid(_HOT.format(line="            out.append(x[i] * 2)  # omnitts: ignore[OMNI-I3-001] fast enough"), line=9,
-                       message="unused suppression")]
+    INVALID = [
+        Invalid(
+            _HOT.format(line="            out.append(x[i] * 2)  # omnitts: ignore[OMNI-I3-001] fast enough"),
+            line=9,
+            message="unused suppression",
+        )
+    ]
 
 
 @register
@@ -89,4 +105,6 @@ class InternalError(_Meta):
     id = "OMNI-META-004"
     name = "internal-error"
     VALID = [Valid("x = 1\n")]
-    INVALID = [Invalid("import os\n", line=1, message="internal error", note="raised by a crashing rule the test injects")]
+    INVALID = [
+        Invalid("import os\n", line=1, message="internal error", note="raised by a crashing rule the test injects")
+    ]

@@ -1,0 +1,57 @@
+"""WAV output with soundfile and with the stdlib fallback; deadlines interrupt hangs."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from omnitts.validators.runtime import audio
+from omnitts.validators.runtime.timeouts import CheckTimeout, deadline
+
+
+@pytest.mark.parametrize("backend", ["soundfile", "wave"])
+def test_wav_roundtrip(tmp_path, monkeypatch, backend):
+    if backend == "wave":
+        monkeypatch.setattr(audio, "_sf", None)
+    elif audio._sf is None:
+        pytest.skip("soundfile not installed")
+    wave = torch.sin(torch.arange(1600.0) * 0.05) * 0.5
+    path = audio.write_wav(audio.wav_path(tmp_path, "m@bug", "i4 x", "req-0"), wave, 16000)
+    assert path.is_file() and path.name == "req-0.wav" and "m@bug" in str(path)
+    data, sr = audio.read_wav(path)
+    assert sr == 16000 and data.shape == (1600,)
+    assert np.allclose(data, wave.numpy(), atol=1e-4 if backend == "wave" else 1e-7)
+
+
+def test_wav_empty_and_nan(tmp_path):
+    audio.write_wav(tmp_path / "e.wav", torch.zeros(0), 16000)
+    audio.write_wav(tmp_path / "n.wav", torch.tensor([float("nan"), 2.0]), 0)
+    assert (tmp_path / "e.wav").is_file() and (tmp_path / "n.wav").is_file()
+
+
+def test_deadline_interrupts_a_spin():
+    t = time.time()
+    with pytest.raises(CheckTimeout):
+        with deadline(0.3, "spin"):
+            while True:
+                pass
+    assert time.time() - t < 3
+
+
+def test_deadline_not_swallowed_by_except_exception():
+    with pytest.raises(CheckTimeout):
+        with deadline(0.3, "spin"):
+            while True:
+                try:
+                    time.sleep(0.01)
+                except Exception:  # noqa: BLE001 - a model's broad except must not eat the timeout
+                    pass
+
+
+def test_deadline_quiet_when_fast():
+    with deadline(1.0, "fast"):
+        time.sleep(0.01)
+    time.sleep(1.2)  # nothing fires afterwards
