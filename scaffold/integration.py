@@ -158,8 +158,8 @@ def _run_file_patches(args: tuple[list[Patch], str]) -> str:
     return source
 
 
-def run_patches(profile: LayoutProfile, patches: list[Patch], *, parallel: bool = True, sources: dict[str, str] | None = None):
-    """Run patches grouped by file; returns [(rel, old, new)]. `sources` overrides what is read from disk."""
+def patch_jobs(profile: LayoutProfile, patches: list[Patch], sources: dict[str, str] | None = None) -> list[tuple[list[Patch], str]]:
+    """Patches grouped by file with the file's text (read now: refusals such as a read-only file come first)."""
     by_file: dict[str, list[Patch]] = {}
     for patch in patches:
         by_file.setdefault(patch.rel, []).append(patch)
@@ -167,10 +167,34 @@ def run_patches(profile: LayoutProfile, patches: list[Patch], *, parallel: bool 
     for rel, file_patches in by_file.items():
         old = sources[rel] if sources and rel in sources else read_for_patch(profile.root, rel)
         jobs.append((file_patches, old))
-    if parallel and len(jobs) > 1 and any(rel == profiles.SERVING for rel in by_file):
-        # serving_speech.py is the slow one (2.5k-4k lines); spread files over 2 cores.
-        with ProcessPoolExecutor(max_workers=2) as pool:
-            results = list(pool.map(_run_file_patches, jobs))
-    else:
-        results = [_run_file_patches(job) for job in jobs]
-    return [(rel, old, new) for rel, (_, old), new in zip(by_file, jobs, results, strict=True)]
+    return jobs
+
+
+class PatchRun:
+    """Patches running while the caller does other work (rendering templates, formatting).
+
+    With `parallel`, the files go to two worker processes, largest first (serving_speech.py alone is
+    2.5k-4k lines), and `results()` collects them; without, they run when `results()` is called.
+    """
+
+    def __init__(self, jobs: list[tuple[list[Patch], str]], *, parallel: bool = True):
+        self.jobs = sorted(jobs, key=lambda j: -len(j[1]))
+        self.pool = ProcessPoolExecutor(max_workers=2) if parallel and len(self.jobs) > 1 else None
+        self.pending = [self.pool.submit(_run_file_patches, job) for job in self.jobs] if self.pool else None
+
+    def results(self) -> list[tuple[str, str, str]]:
+        try:
+            news = [f.result() for f in self.pending] if self.pending else [_run_file_patches(job) for job in self.jobs]
+        finally:
+            self.close()
+        return [(patches[0].rel, old, new) for (patches, old), new in zip(self.jobs, news, strict=True)]
+
+    def close(self) -> None:
+        if self.pool:
+            self.pool.shutdown(cancel_futures=True)
+            self.pool = None
+
+
+def run_patches(profile: LayoutProfile, patches: list[Patch], *, parallel: bool = True, sources: dict[str, str] | None = None):
+    """Run patches grouped by file; returns [(rel, old, new)]. `sources` overrides what is read from disk."""
+    return PatchRun(patch_jobs(profile, patches, sources), parallel=parallel).results()

@@ -17,7 +17,7 @@ from omnitts.scaffold.codemods.serving import existing_stage_keys
 from omnitts.scaffold.detection import compile_adapter_registry, read_adapter_sources
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.formatting import format_python
-from omnitts.scaffold.integration import Integration, Patch, from_names, run_patches
+from omnitts.scaffold.integration import Integration, Patch, PatchRun, from_names, patch_jobs
 from omnitts.scaffold.integration import shared_file_patches as _integration_patches
 from omnitts.scaffold.naming import ModelNames, template_context
 from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
@@ -68,7 +68,6 @@ def adapter_file(
         token_bounds=profile.adapter_token_bounds,
         voice_cloning=voice_cloning,
         ref_audio_cache_key=profile.ref_audio_cache_key,
-        ref_audio_fields="``ref_audio`` as ``[[samples, sample_rate]]``, ``ref_text``",
     )
     return f"{profiles.ADAPTERS}/{names.name}.py", text
 
@@ -100,7 +99,7 @@ def adapter_stage_key_owners(profile: LayoutProfile, names: ModelNames, detect_p
     return [a.name for a in owners]
 
 
-def _refuse_adapter_conflicts(profile: LayoutProfile, names: ModelNames, generated: dict[str, str]) -> None:
+def _refuse_adapter_conflicts(profile: LayoutProfile, names: ModelNames) -> None:
     if not profile.has_adapters:
         return
     sources = read_adapter_sources(profile.root / profiles.ADAPTERS)
@@ -134,20 +133,27 @@ def plan_new(
     if detect_priority is not None and not profile.adapter_detection:
         raise ScaffoldError(f"--detect-priority needs the adapter-only era (0.28+); this tree is the {profile.era} era")
 
-    files = {f"vllm_omni/model_executor/{rel}": text for rel, text in render_pattern(names.pattern, ctx).items()}
-    files.update(render_shared(ctx))
-    pipeline_rel = f"{profiles.MODELS}/{names.name}/pipeline.py"
-    if profile.deploy_name_field and pipeline_rel in files:
-        files[pipeline_rel] = add_deploy_config_name(files[pipeline_rel], f"{names.model_type}.yaml", pipeline_rel)
-    if profile.has_adapters:
-        rel, text = adapter_file(profile, names, ctx, voice_cloning=voice_cloning, shared_with=shared_with, detect_priority=detect_priority)
-        files[rel] = text
-    _refuse_adapter_conflicts(profile, names, files)
-    files = format_python(files, root)
-    add_generated(plan, root, files)
+    _refuse_adapter_conflicts(profile, names)
 
+    # The codemods start first, in two worker processes; rendering and formatting the templates
+    # overlaps with them in this process.
     integ = from_names(names, profile, voice_cloning=voice_cloning)
-    for rel, old, new in run_patches(profile, _integration_patches(profile, integ), parallel=parallel):
+    run = PatchRun(patch_jobs(profile, _integration_patches(profile, integ)), parallel=parallel)
+    try:
+        files = {f"vllm_omni/model_executor/{rel}": text for rel, text in render_pattern(names.pattern, ctx).items()}
+        files.update(render_shared(ctx))
+        pipeline_rel = f"{profiles.MODELS}/{names.name}/pipeline.py"
+        if profile.deploy_name_field and pipeline_rel in files:
+            files[pipeline_rel] = add_deploy_config_name(files[pipeline_rel], f"{names.model_type}.yaml", pipeline_rel)
+        if profile.has_adapters:
+            rel, text = adapter_file(profile, names, ctx, voice_cloning=voice_cloning, shared_with=shared_with, detect_priority=detect_priority)
+            files[rel] = text
+        files = format_python(files, root)
+        add_generated(plan, root, files)
+        results = run.results()
+    finally:
+        run.close()
+    for rel, old, new in results:
         plan.add(FileOp(rel, new, old=old, reason="patched"))
     add_hub_edits(plan, profile, list(_hub_edits(names, ctx)))
     return plan

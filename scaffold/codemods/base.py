@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from libcst.codemod.visitors import AddImportsVisitor
 
 from omnitts.scaffold.errors import ScaffoldError
 
@@ -30,8 +31,17 @@ def run_codemod(command_cls: type[VisitorBasedCodemodCommand], source: str, rel:
 
 def transform(command_cls: type[VisitorBasedCodemodCommand], parsed: cst.Module, rel: str, /, **kwargs) -> cst.Module:
     """Run a command on an already parsed module (a whole file or one anchor's slice)."""
-    command = command_cls(CodemodContext(filename=rel), **kwargs)
-    new_module = command.transform_module(parsed)
+    context = CodemodContext(filename=rel)
+    command = command_cls(context, **kwargs)
+    # `Codemod.transform_module` first deep-copies the tree into a MetadataWrapper. Our commands
+    # declare no metadata and the tree was parsed here, so run the visitor directly, then the import
+    # pass that `CodemodCommand` would run (see docs/decisions.md).
+    if command.METADATA_DEPENDENCIES:
+        new_module = command.transform_module(parsed)
+    else:
+        new_module = command.transform_module_impl(parsed)
+        if AddImportsVisitor.CONTEXT_KEY in context.scratch:
+            new_module = AddImportsVisitor(context).transform_module(new_module)
     if not getattr(command, "anchor_found", True):
         raise ScaffoldError(f"{rel}: anchor {command.ANCHOR} not found; this tree's layout is not the one detected")
     return new_module

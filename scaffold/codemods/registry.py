@@ -62,8 +62,37 @@ class _DictCommand(VisitorBasedCodemodCommand):
         self.ANCHOR = f"`{dict_name} = {{...}}`"
 
     @classmethod
+    def first_element(cls, keys: list[str | None], **kwargs) -> int:
+        """Index of the first dict element the edit needs to see (earlier ones are left out of the slice)."""
+        return max(len(keys) - 1, 0)
+
+    @classmethod
+    def settled(cls, entries: dict, **kwargs) -> bool:
+        """True when the edit has nothing to do (checked on the whole dict, before slicing)."""
+        return False
+
+    @classmethod
     def apply_text(cls, source: str, rel: str, **kwargs) -> str:
-        _, start, end = _dict_slice(source, rel, kwargs["dict_name"])
+        tree, start, end = _dict_slice(source, rel, kwargs["dict_name"])
+        if cls.settled(_entries(module_assignment(tree, kwargs["dict_name"])), **kwargs):
+            return source
+        node = module_assignment(tree, kwargs["dict_name"]).value
+        keys = [k.value if isinstance(k, ast.Constant) else None for k in node.keys]
+        index = cls.first_element(keys, **kwargs)
+        lines = source.splitlines(keepends=True)
+        if 0 < index < len(node.keys) and _starts_line(lines, node.keys[index]) and node.values[index - 1].end_lineno < node.keys[index].lineno:
+            # Only the tail of a long dict is parsed: `NAME = {` + the elements from `index` on.
+            head = f"{kwargs['dict_name']} = {{\n"
+            tail_start = node.keys[index].lineno - 1
+
+            def edit(module: cst.Module) -> cst.Module:
+                return transform(cls, module, rel, **kwargs)
+
+            text = head + "".join(lines[tail_start:end])
+            code = edit(cst.parse_module(text)).code
+            if not code.startswith(head):
+                raise ScaffoldError(f"internal error: {rel} dict slice lost its head")
+            return "".join(lines[:tail_start]) + code[len(head) :] + "".join(lines[end:])
         return apply_edits(source, [Edit(start, end, lambda module: transform(cls, module, rel, **kwargs))], rel)
 
     def _is_anchor(self, node) -> bool:
@@ -102,6 +131,16 @@ class AddDictTupleEntry(_DictCommand):
         super().__init__(context, dict_name)
         self.key, self.values, self.what = key, tuple(values), what
 
+    @classmethod
+    def settled(cls, entries: dict, **kwargs) -> bool:
+        key, value = kwargs["key"], kwargs.get("values", kwargs.get("value"))
+        value = tuple(value) if isinstance(value, list) else value
+        if key not in entries:
+            return False
+        if entries[key] == value:
+            return True
+        raise ScaffoldError(f"{kwargs['what']} {key!r} already exists in {kwargs['dict_name']} with {entries[key]}")
+
     def new_element(self) -> cst.DictElement:
         return tuple_entry(self.key, self.values)
 
@@ -135,6 +174,23 @@ class RemoveDictEntry(_DictCommand):
         super().__init__(context, dict_name)
         self.key, self.value, self.what = key, tuple(value) if isinstance(value, list) else value, what
 
+    @classmethod
+    def settled(cls, entries: dict, **kwargs) -> bool:
+        key, value = kwargs["key"], kwargs.get("value")
+        value = tuple(value) if isinstance(value, list) else value
+        if key not in entries:
+            return True
+        if value is not None and entries[key] != value:
+            what = kwargs.get("what", "entry")
+            raise ScaffoldError(f"{what} {key!r} in {kwargs['dict_name']} is {entries[key]}, not {value}; left alone")
+        return False
+
+    @classmethod
+    def first_element(cls, keys: list[str | None], **kwargs) -> int:
+        # The element before the removed one may take its trailing comma back.
+        index = keys.index(kwargs["key"]) if kwargs["key"] in keys else len(keys) - 1
+        return max(index - 1, 0)
+
     def edit(self, elements, entries, dict_node):
         if self.key not in entries:
             return None
@@ -144,12 +200,7 @@ class RemoveDictEntry(_DictCommand):
         return remove_element(elements, index)
 
 
-def registered(source: str, dict_name: str) -> dict[str, tuple[str, ...] | str | None]:
-    """Entries of `dict_name` in `source` (used for refusals, `check` and `remove`), read with `ast`."""
-    tree = ast.parse(source)
-    node = module_assignment(tree, dict_name)
-    if node is None or not isinstance(node.value, ast.Dict):
-        return {}
+def _entries(node: ast.stmt) -> dict[str, tuple[str, ...] | str | None]:
     out: dict[str, tuple[str, ...] | str | None] = {}
     for key, value in zip(node.value.keys, node.value.values):
         if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
@@ -161,3 +212,17 @@ def registered(source: str, dict_name: str) -> dict[str, tuple[str, ...] | str |
         else:
             out[key.value] = None
     return out
+
+
+def _starts_line(lines: list[str], key: ast.expr) -> bool:
+    """The dict element begins its line (only whitespace before its key)."""
+    line = lines[key.lineno - 1]
+    return line[: key.col_offset].strip() == ""
+
+
+def registered(source: str, dict_name: str) -> dict[str, tuple[str, ...] | str | None]:
+    """Entries of `dict_name` in `source` (used for refusals, `check` and `remove`), read with `ast`."""
+    node = module_assignment(ast.parse(source), dict_name)
+    if node is None or not isinstance(node.value, ast.Dict):
+        return {}
+    return _entries(node)

@@ -39,7 +39,7 @@ def test_toys_pass_mutants_fail_under_xdist(tmp_path):
               f"{TOYS}:two_stage@leak", f"{TOYS}:two_stage@sync", f"{TOYS}:single_stage@replay",
               f"{TOYS}:single_stage@raise", f"{TOYS}:single_stage@hang"]
     proc = _pytest("validators", "--model", ",".join(models), "-n", "2", "-q", "--omnitts-out", str(tmp_path),
-                   "--check-timeout", "4", "-k", "not static and not graph_breaks")
+                   "--check-timeout", "6", "-k", "not static and not graph_breaks")
     assert proc.returncode == 1, proc.stdout[-3000:]
     res = json.loads((tmp_path / "results.json").read_text())["models"]
     failed = {m.split(":", 1)[1]: {c for c, s in r["results"].items() if s == "failed"} for m, r in res.items()}

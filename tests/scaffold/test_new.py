@@ -54,6 +54,7 @@ def test_new_integrates_cleanly(work_tree, version, pattern, ruff_config_root, c
     created = [f for f, s in changed.items() if s == "??"]
     assert f"vllm_omni/model_executor/models/{name}/pipeline.py" in created
     assert f"vllm_omni/deploy/{name}.yaml" in created
+    assert f"tests/model_executor/models/{name}/test_{name}_streaming_contract.py" in created
     assert (f"vllm_omni/model_executor/stage_input_processors/{name}.py" in created) == (pattern == "two-stage")
     for rel in created + sorted(expected_shared):
         text = (root / rel).read_text()

@@ -42,6 +42,7 @@ from typing import Any
 
 import torch
 
+from omnitts.validators.runtime import timeouts
 from omnitts.validators.runtime.consolidation import EraAccumulator
 from omnitts.validators.runtime.releases import ReleaseProfile, consolidation_era, profile_for
 from omnitts.validators.runtime.subject import RequestPlan, RuntimeSubject, StageSpec
@@ -91,12 +92,21 @@ class RequestResult:
     finished: bool = False
     aborted: bool = False
     eos: int | None = None
-    frames_emitted: int | None = None  # codec/latent frames counted from the payloads (codes.audio / latent rows)
 
     @property
     def frames(self) -> int:
         """Codec frames generated: stage-0 tokens that are not the stop token."""
         return sum(1 for t in self.tokens if t != self.eos)
+
+    @property
+    def frames_emitted(self) -> int | None:
+        """Codec/latent frames in the audio stage's payloads (``codes.audio`` / ``latent`` rows), if it emits them."""
+        total = None
+        for flat in self.payloads:
+            n = count_frames(flat)
+            if n is not None:
+                total = (total or 0) + n
+        return total
 
     @property
     def stream_audio(self) -> torch.Tensor:
@@ -318,6 +328,7 @@ class _Stage:
         where = f"stage {self.idx} ({type(self.model).__name__}).{'forward' if method == '__call__' else method}"
         if eng.recorder is not None:
             eng.recorder.append((self.idx, method, copy.deepcopy(args), copy.deepcopy(kwargs)))
+        timeouts.check()  # a passed deadline stops the run cleanly between model calls
         try:
             if eng.intercept is not None:
                 hit = eng.intercept(self.idx, method, fn, args, kwargs)
@@ -364,17 +375,21 @@ class _Stage:
                 self._call("on_requests_finished", set(finished))
         # AR requests hold their seat until they finish; decoder requests waiting for their next chunk do not
         # (they leave the running queue), so for the generation stage max_num_seqs only bounds each step's batch
-        limit = self.max_num_seqs if isinstance(self, ARStage) else None
-        waiting = []
-        for rid in self.arrivals:
-            if rid not in self.requests:
-                continue
-            if limit is not None and len(self.slots.order()) >= limit:
-                waiting.append(rid)  # the scheduler admits at most max_num_seqs running requests
-            else:
-                self.slots.add(rid)
-        self.arrivals = waiting
-        self.slots.condense()
+        if self.arrivals:
+            limit = self.max_num_seqs if isinstance(self, ARStage) else None
+            running = len(self.slots.order())
+            waiting = []
+            for rid in self.arrivals:
+                if rid not in self.requests:
+                    continue
+                if limit is not None and running >= limit:
+                    waiting.append(rid)  # the scheduler admits at most max_num_seqs running requests
+                else:
+                    self.slots.add(rid)
+                    running += 1
+            self.arrivals = waiting
+        if finished or None in self.slots.slots:
+            self.slots.condense()
 
     def idle(self) -> bool:
         return not self.requests and not self.pending_finished and not self.arrivals
@@ -406,8 +421,9 @@ class ARStage(_Stage):
             spans.append((start, start + len(toks)))
             start += len(toks)
             logits_idx.append(start - 1)
-        input_ids = torch.tensor(ids, dtype=torch.long, device=dev)
-        positions = torch.tensor(pos, dtype=torch.long, device=dev)
+        both = torch.tensor([ids, pos], dtype=torch.long, device=dev)
+        input_ids, positions = both[0], both[1]
+        logits_index = torch.tensor(logits_idx, dtype=torch.long, device=dev)
         inputs_embeds = None
         t0 = time.perf_counter()
         if getattr(model, "has_preprocess", False):
@@ -450,7 +466,7 @@ class ARStage(_Stage):
             intermediate_tensors=None,
             inputs_embeds=inputs_embeds,
             sampling_metadata=None,
-            logits_index=torch.tensor(logits_idx, device=dev),
+            logits_index=logits_index,
             sampler=None,
         )
         for name in prof.buffer_kwargs:
@@ -461,7 +477,8 @@ class ARStage(_Stage):
         hidden, mm = _extract(model, out)
         if eng.check_aliasing:
             self._alias_check(mm)
-        logits = self._call("compute_logits", hidden[torch.tensor(logits_idx, device=hidden.device)])
+        li = logits_index if logits_index.device == hidden.device else logits_index.to(hidden.device)
+        logits = self._call("compute_logits", hidden[li])
         eng.step_seconds += time.perf_counter() - t0
         sampled = logits.argmax(dim=-1).tolist()
         if getattr(model, "has_postprocess", False):
@@ -486,12 +503,7 @@ class ARStage(_Stage):
             payload = {"hidden": hidden[s:e]} if isinstance(hidden, torch.Tensor) else {}
             for k, v in mm_flat.items():
                 payload[k] = _payload_element(v, i, s, e, seq_len)
-            res = eng.results[req.ext]
-            res.tokens.append(tok)
-            if eng.count_frames and self.spec.final_output:
-                n = count_frames(flatten_payload(payload))
-                if n is not None:
-                    res.frames_emitted = (res.frames_emitted or 0) + n
+            eng.results[req.ext].tokens.append(tok)
             if done:
                 self.finish(rid)
             results.append((rid, payload, done))
@@ -673,7 +685,6 @@ class Engine:
         self.spy_active = False
         self.intercept = None  # (stage, method, fn, args, kwargs) -> result or harness.PASS
         self.check_aliasing = check_aliasing
-        self.count_frames = True
         self.alias_violations: list[str] = []
         self.recorder: list | None = [] if record_calls else None
         self.salt = salt
@@ -856,6 +867,8 @@ class Engine:
             prompt_token_ids=req.prompt,
             output_token_ids=list(req.out),
         )
+        if self.recorder is not None:
+            self.recorder.append(("proc", fn, copy.deepcopy((tm, pooling_output, request, done)), {}))
         try:
             chunk = fn(tm, pooling_output, request, done)
         except Exception as exc:  # noqa: BLE001

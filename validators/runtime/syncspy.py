@@ -73,10 +73,29 @@ def _is_cpu_device(arg) -> bool:
     return False
 
 
+_WARM = []
+
+
+def warm_up() -> None:
+    """Entering a TorchDispatchMode the first time imports torch._dynamo (~3 s): do it once, outside deadlines."""
+    if _WARM:
+        return
+    import torch._dynamo  # noqa: F401
+
+    class _Noop(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with _Noop():
+        torch.ones(1) + 1
+    _WARM.append(True)
+
+
 class SyncSpy:
     """Arm with ``with spy.armed(label):`` around model calls; read ``spy.report`` afterwards."""
 
     def __init__(self, model_files: list[Path] | None = None, device: str = "cpu"):
+        warm_up()
         roots = []
         for p in model_files or []:
             p = Path(p).resolve()

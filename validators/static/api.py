@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -22,36 +21,40 @@ class LintError(RuntimeError):
 def _tree_digest(ctx: TreeContext) -> str:
     """Hash of every input the tree-scope rules read (configs, pipelines, consolidation, examples)."""
     from omnitts.validators.static import configs
-    from omnitts.validators.static.rules import i1_output, integration_layout
+    from omnitts.validators.static import treefacts as tf
 
     h = hashlib.blake2b(digest_size=12)
     rels = list(configs.config_files(ctx)) + [
         ctx.rel(p) for p in sorted((ctx.root / ctx.dir("models")).glob("*/pipeline.py"))
     ]
-    rels += list(i1_output.CONSOLIDATION_FILES)
+    rels += list(tf.CONSOLIDATION_FILES)
     rels += [ctx.rel(p) for p in sorted((ctx.root / ctx.dir("stage_input_processors")).glob("*.py"))]
     for rel in rels:
         h.update(rel.encode())
         h.update(ctx.read(rel).encode())
     for base in (
-        integration_layout.OFFLINE,
-        integration_layout.ONLINE,
-        integration_layout.ADAPTERS,
-        integration_layout.MODELS,
+        tf.EXAMPLES_OFFLINE,
+        tf.EXAMPLES_ONLINE,
+        tf.TTS_ADAPTERS,
+        tf.TREE_MODELS,
     ):
         d = ctx.root / base
         if d.is_dir():
             for p in sorted(d.iterdir()):
                 h.update(p.name.encode())
-                if p.is_dir() and p.name == integration_layout.HUB:
+                if p.is_dir() and p.name == tf.TTS_HUB:
                     for q in sorted(p.glob("*/*")):
                         h.update(q.relative_to(d).as_posix().encode())
     h.update(repr(sorted(ctx.focus) if ctx.focus is not None else None).encode())
     return h.hexdigest()
 
 
+def _abs(p) -> Path:
+    return Path(os.path.abspath(p))
+
+
 def _covers_tree(paths: list[Path], root: Path) -> bool:
-    return any(p.resolve() in (root, root / PKG) for p in paths)
+    return any(_abs(p) in (root, root / PKG) for p in paths)
 
 
 def run(
@@ -64,7 +67,15 @@ def run(
     use_cache: bool = False,
     focus: set[str] | None = None,
 ) -> LintResult:
-    rules = engine.select_rules(select)
+    select = [s for s in select] if select else None
+    loaded: list = []
+
+    def rules():
+        # Rule modules are imported only when some file (or the tree) misses the cache.
+        if not loaded:
+            loaded.append(engine.select_rules(select))
+        return loaded[0]
+
     paths = [Path(p) for p in paths]
     if not paths:
         if not integration:
@@ -77,7 +88,7 @@ def run(
     tree_root = find_root(start)
     # Outside a vLLM-Omni tree, a standalone model root (models/ + deploy/) still gets the config rules.
     model_root = find_model_root(start) if tree_root is None else None
-    base = Path(root).resolve() if root else (tree_root or model_root)
+    base = _abs(root) if root else (tree_root or model_root)
     facts = facts_for(tree_root)
     files = engine.discover(paths)
     items = engine.read_items(files, base)
@@ -86,14 +97,12 @@ def run(
     if use_cache:
         from omnitts.validators.static.cache import Cache
 
-        key = hashlib.blake2b(
-            f"{engine.rules_version()}|{','.join(r.id for r in rules)}|{facts.key()}".encode(), digest_size=10
-        ).hexdigest()
+        sel = ",".join(sorted(select)) if select else "ALL"
+        key = hashlib.blake2b(f"{engine.rules_version()}|{sel}|{facts.key()}".encode(), digest_size=10).hexdigest()
         cache = Cache(key)
     res = engine.run_file_rules(items, facts, rules, jobs, cache)
 
     # Tree-scope rules: the whole tree (integration hook, full scans) or the config files named.
-    tree_rules = [r for r in rules if r.scope == "tree"]
     yaml_items = {it.rel for it in items if it.rel.endswith((".yaml", ".yml"))}
     ctx_root = tree_root or model_root
     if integration and ctx_root is None:
@@ -101,7 +110,7 @@ def run(
             f"--integration: no vLLM-Omni tree (a directory holding {PKG}/__init__.py) or model root "
             f"(models/ + deploy/) at or above {paths[0]}"
         )
-    if ctx_root is not None and tree_rules:
+    if ctx_root is not None:
         if integration or _covers_tree(paths, ctx_root):
             tfocus = focus
         elif focus is not None:
@@ -112,7 +121,7 @@ def run(
             tfocus = set()
         if tfocus != set():
             ctx = TreeContext(ctx_root, facts, frozenset(tfocus) if tfocus is not None else None)
-            tres = _tree_rules_cached(ctx, tree_rules, cache)
+            tres = _tree_rules_cached(ctx, rules, cache)
             res.findings.extend(tres.findings)
             res.errors.extend(tres.errors)
     if cache is not None:
@@ -122,17 +131,17 @@ def run(
 
 
 def _tree_rules_cached(ctx: TreeContext, rules, cache) -> LintResult:
+    """Tree-scope rules, cached by a digest of every tree input they read."""
     if cache is None:
-        return engine.run_tree_rules(ctx, rules)
-    key = "tree:" + str(ctx.root) + ":" + ",".join(r.id for r in rules)
+        return engine.run_tree_rules(ctx, [r for r in rules() if r.scope == "tree"])
+    key = f"tree:{ctx.root}"
     digest = _tree_digest(ctx)
     hit = cache.entries.get(key)
-    if hit is not None and hit[0] == digest:
-        findings, errors = pickle.loads(hit[1]) if isinstance(hit[1], bytes) else (hit[1], [])
-        return LintResult(findings=list(findings), errors=list(errors))
-    res = engine.run_tree_rules(ctx, rules)
+    if hit is not None and hit[0] == digest and len(hit) == 3:
+        return LintResult(findings=list(hit[1]), errors=list(hit[2]))
+    res = engine.run_tree_rules(ctx, [r for r in rules() if r.scope == "tree"])
     if not res.errors:
-        cache.entries[key] = (digest, pickle.dumps((res.findings, res.errors)))
+        cache.entries[key] = (digest, res.findings, [])
         cache.dirty = True
     return res
 
@@ -150,12 +159,12 @@ def model_focus(model_dir: Path, tree_root: Path) -> set[str]:
     """Tree files that belong to one model package: its pipeline's deploy/stage configs, its example
     folders and READMEs, the consolidation modules."""
     from omnitts.validators.static import configs
-    from omnitts.validators.static.rules import i1_output, integration_layout
+    from omnitts.validators.static import treefacts as tf
 
     name = model_dir.name
     ctx = TreeContext(tree_root, facts_for(tree_root))
-    focus = set(i1_output.CONSOLIDATION_FILES)
-    pipe_rel = (model_dir / "pipeline.py").resolve()
+    focus = set(tf.CONSOLIDATION_FILES)
+    pipe_rel = _abs(model_dir / "pipeline.py")
     types = {name}
     if pipe_rel.is_file() and pipe_rel.is_relative_to(tree_root):
         for p in configs.parse_pipelines(ctx, ctx.rel(pipe_rel)):
@@ -165,9 +174,9 @@ def model_focus(model_dir: Path, tree_root: Path) -> set[str]:
         stem = Path(rel).stem
         if any(stem == t or stem.startswith(t + "_") for t in types):
             focus.add(rel)
-    for base in (integration_layout.OFFLINE, integration_layout.ONLINE):
+    for base in (tf.EXAMPLES_OFFLINE, tf.EXAMPLES_ONLINE):
         focus.add(f"{base}/{name}")
-        for readme in (tree_root / base / integration_layout.HUB / name).glob("README*.md"):
+        for readme in (tree_root / base / tf.TTS_HUB / name).glob("README*.md"):
             focus.add(ctx.rel(readme))
     return focus
 
@@ -179,14 +188,14 @@ def lint_model_package(model_dir, *, tree_root=None) -> list[Finding]:
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
         raise UsageError(f"model package {model_dir} is not a directory")
-    tree = Path(tree_root).resolve() if tree_root else (find_root(model_dir) or find_model_root(model_dir))
+    tree = _abs(tree_root) if tree_root else (find_root(model_dir) or find_model_root(model_dir))
     paths = [model_dir]
     if tree is not None:
         ctx = TreeContext(tree, facts_for(None))
         proc = tree / ctx.dir("stage_input_processors") / f"{model_dir.name}.py"
         if proc.is_file():
             paths.append(proc)
-    focus = model_focus(model_dir.resolve(), tree) if tree is not None else None
+    focus = model_focus(_abs(model_dir), tree) if tree is not None else None
     res = run(paths, root=tree, focus=focus)
     if res.errors or any(f.rule == "OMNI-META-004" for f in res.findings):
         raise LintError("; ".join(res.errors) or "internal error while linting (see OMNI-META-004 findings)")

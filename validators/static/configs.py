@@ -5,6 +5,7 @@ literals (0.20+), deploy YAMLs (with `base_config` inheritance) and legacy `stag
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,21 +66,35 @@ def _yaml():
     return yaml, getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+_INT = re.compile(r"[-+]?(0|[1-9][0-9_]*)$")
+_FLOAT = re.compile(r"[-+]?([0-9][0-9_]*)?\.[0-9_]*([eE][-+]?[0-9]+)?$|[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$")
+
+
+def _plain(tag: str, value: str):
+    """A resolved YAML scalar (the composer already resolved the tag; one loader per scalar is slow)."""
+    if tag.endswith(":str"):
+        return value
+    if tag.endswith(":null"):
+        return None
+    if tag.endswith(":bool"):
+        return value.lower() in ("true", "yes", "on")
+    if tag.endswith(":int") and _INT.match(value):
+        return int(value.replace("_", ""))
+    if tag.endswith(":float") and _FLOAT.match(value):
+        return float(value.replace("_", ""))
+    return value
+
+
 def _to_py(node):
     yaml, _ = _yaml()
     if isinstance(node, yaml.MappingNode):
         return {_to_py(k): _to_py(v) for k, v in node.value}
     if isinstance(node, yaml.SequenceNode):
         return [_to_py(v) for v in node.value]
-    return yaml.safe_load(yaml.serialize(node)) if node.tag != "tag:yaml.org,2002:str" else node.value
+    return _plain(node.tag, node.value)
 
 
 def _scalar(node):
-    yaml, loader = _yaml()
-    if isinstance(node, yaml.ScalarNode):
-        if node.tag == "tag:yaml.org,2002:str":
-            return node.value
-        return yaml.load(node.value, Loader=loader) if node.value else None
     return _to_py(node)
 
 

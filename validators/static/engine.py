@@ -96,25 +96,27 @@ def rules_version() -> str:
 
 
 # --- discovery ------------------------------------------------------------------------------------
-def discover(paths: Iterable[Path]) -> list[Path]:
-    out: list[Path] = []
-    seen: set[Path] = set()
+def discover(paths: Iterable[Path]) -> list[str]:
+    """Python files (and stage/deploy YAMLs) under the paths, as given-relative strings (plain
+    os.path here: a warm run spends most of its time walking and reading)."""
+    out: list[str] = []
+    seen: set[str] = set()
     for p in paths:
-        p = Path(p)
-        if not p.exists():
+        p = os.fspath(p)
+        if not os.path.exists(p):
             raise UsageError(f"no such file or directory: {p}")
-        if p.is_file():
+        if os.path.isfile(p):
             cands = [p]
         else:
             cands = []
             for dirpath, dirnames, filenames in os.walk(p):
                 dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
-                parts = set(Path(dirpath).parts)
+                in_config = not CONFIG_DIRS.isdisjoint(dirpath.split(os.sep))
                 for name in sorted(filenames):
-                    if name.endswith(".py") or (name.endswith((".yaml", ".yml")) and parts & CONFIG_DIRS):
-                        cands.append(Path(dirpath) / name)
+                    if name.endswith(".py") or (in_config and name.endswith((".yaml", ".yml"))):
+                        cands.append(os.path.join(dirpath, name))
         for c in cands:
-            r = c.resolve()
+            r = os.path.abspath(c)  # no realpath: a syscall per path component
             if r not in seen:
                 seen.add(r)
                 out.append(c)
@@ -282,31 +284,35 @@ def _lint_chunk(items: list[tuple], facts: TreeFacts, rule_ids: list[str]):
 # --- orchestration --------------------------------------------------------------------------------
 @dataclass
 class FileItem:
-    path: Path
+    path: str  # absolute
     display: str
     rel: str
     data: bytes
     digest: str
 
 
-def read_items(files: list[Path], root: Path | None) -> list[FileItem]:
+def read_items(files: list[str], root: Path | None) -> list[FileItem]:
     items = []
+    cwd = os.getcwd() + os.sep
+    root_s = os.fspath(root) + os.sep if root is not None else None
     for f in files:
         try:
-            data = f.read_bytes()
+            with open(f, "rb") as fh:
+                data = fh.read()
         except OSError as exc:
             raise UsageError(f"cannot read {f}: {exc.strerror}") from exc
-        absf = f.resolve()
-        rel = (
-            absf.relative_to(root).as_posix()
-            if root is not None and absf.is_relative_to(root)
-            else display_path(f).replace(os.sep, "/")
-        )
-        items.append(FileItem(absf, display_path(f), rel, data, hashlib.blake2b(data, digest_size=16).hexdigest()))
+        absf = os.path.abspath(f)
+        display = absf[len(cwd) :] if absf.startswith(cwd) else absf
+        if root_s is not None and absf.startswith(root_s):
+            rel = absf[len(root_s) :].replace(os.sep, "/")
+        else:
+            rel = display.replace(os.sep, "/")
+        items.append(FileItem(absf, display, rel, data, hashlib.blake2b(data, digest_size=16).hexdigest()))
     return items
 
 
-def run_file_rules(items: list[FileItem], facts: TreeFacts, rules: list[type[Rule]], jobs: int, cache) -> LintResult:
+def run_file_rules(items: list[FileItem], facts: TreeFacts, rules, jobs: int, cache) -> LintResult:
+    """``rules``: the rule classes, or a callable returning them (imported only on a cache miss)."""
     res = LintResult(files=len(items))
     found: dict[str, list[Finding]] = {}
     outgoing: dict[str, list] = {}
@@ -318,7 +324,14 @@ def run_file_rules(items: list[FileItem], facts: TreeFacts, rules: list[type[Rul
             res.cached += 1
         else:
             todo.append(it)
-    for abs_path, digest, f, out in _dispatch([(it, frozenset()) for it in todo], facts, rules, jobs):
+    if callable(rules) and not isinstance(rules, list):
+        get_rules = rules
+    else:
+
+        def get_rules():
+            return rules
+
+    for abs_path, digest, f, out in _dispatch([(it, frozenset()) for it in todo], facts, get_rules, jobs):
         found[abs_path], outgoing[abs_path] = f, out
         if cache is not None and not any(x.rule == "OMNI-META-004" for x in f):
             cache.put(abs_path, digest, f, out)
@@ -336,7 +349,7 @@ def run_file_rules(items: list[FileItem], facts: TreeFacts, rules: list[type[Rul
             found[str(it.path)] = hit[0]
         else:
             second.append((it, extra))
-    for abs_path, digest, f, _out in _dispatch(second, facts, rules, jobs):
+    for abs_path, digest, f, _out in _dispatch(second, facts, get_rules, jobs):
         found[abs_path] = f
         if cache is not None and not any(x.rule == "OMNI-META-004" for x in f):
             cache.put(f"{abs_path}#entries={hash_entries(extras[abs_path])}", digest, f, [])
@@ -355,6 +368,11 @@ def package_entries(items: list[FileItem], outgoing: dict[str, list]) -> dict[st
     for it in items:
         if it.rel.endswith(".py"):
             by_module[it.rel[:-3].replace("/", ".").removesuffix(".__init__")] = str(it.path)
+    suffix: dict[str, str] = {}
+    for m in by_module:  # `omnitts.x.models.m` is imported as `x.models.m`, `models.m`, ...
+        parts = m.split(".")
+        for i in range(1, len(parts)):
+            suffix.setdefault(".".join(parts[i:]), m)
     acc: dict[str, set] = {}
     for it in items:
         calls = outgoing.get(str(it.path)) or []
@@ -366,14 +384,17 @@ def package_entries(items: list[FileItem], outgoing: dict[str, list]) -> dict[st
                 base = pkg.rsplit(".", level - 1)[0] if level > 1 else pkg
                 target_mod = f"{base}.{module}" if base else module
             else:
-                target_mod = next((m for m in by_module if m == module or m.endswith("." + module)), module)
+                target_mod = module if module in by_module else suffix.get(module, module)
             target = by_module.get(target_mod)
             if target is not None and target != str(it.path):
                 acc.setdefault(target, set()).add((cls, name, bool(hot)))
     return {k: frozenset(v) for k, v in acc.items()}
 
 
-def _dispatch(work: list[tuple[FileItem, frozenset]], facts: TreeFacts, rules: list[type[Rule]], jobs: int):
+def _dispatch(work: list[tuple[FileItem, frozenset]], facts: TreeFacts, get_rules, jobs: int):
+    if not work:
+        return
+    rules = get_rules()
     rule_ids = [r.id for r in rules]
     size = sum(len(it.data) for it, _x in work)
     if jobs > 1 and len(work) > 1 and size >= PARALLEL_MIN_BYTES:

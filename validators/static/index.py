@@ -111,9 +111,7 @@ class FuncInfo:
         if (
             self.callable_names is not None
             and self.text is not None
-            and not (
-                self.callable_names & set(_CALLED.findall(self.text)) or "self." in self.text or "super()" in self.text
-            )
+            and not (self.callable_names & set(_CALLED.findall(self.text)) or "super()" in self.text)
         ):
             # No in-file callee is named in the body: only the generator flag is needed.
             self._calls = []
@@ -365,6 +363,8 @@ class ModuleIndex:
         self._hot: tuple[set[str], set[str]] | None = None
         if lines is not None:
             names = set(self.module_funcs) | set(self.classes) | {f.name for f in self.functions.values()}
+            # `self.sub(x)` reaches Sub.forward when Sub is defined here: its attribute names count too.
+            names |= {a for c in self.classes.values() for a, k in c.attr_class.items() if k in self.classes}
             for f in self.functions.values():
                 f.text = "\n".join(lines[f.node.lineno - 1 : f.node.end_lineno])
                 f.callable_names = names
@@ -540,7 +540,9 @@ class ModuleIndex:
                     cname = self.attr_class(fn.cls, attr)
                     if cname in imports and cname not in self.classes:
                         target = (cname, cname, "forward")
-                if target is not None:
+                # Hooks (forward, ...) are entry points in their own file already; only helpers a sibling
+                # drives per step (`self.flow_head.solve(...)`) become extra entries there.
+                if target is not None and target[2] not in PER_STEP_ENTRIES:
                     module, level = imports[target[0]]
                     out.add((module, level, target[1], target[2], fn_hot or in_loop))
         return sorted(out)

@@ -403,8 +403,13 @@ class FlowWalker:
         else:
             roots = stmt_exprs(stmt)
         for root in roots:
-            self._bind_comprehensions(root, env)
-            for n, comp in walk_expr(root):
+            nodes = list(walk_expr(root))
+            for n, _comp in nodes:
+                if type(n) is ast.comprehension:
+                    # Comprehension variables take the kind of what they iterate (`[x.item() for x in infos]`).
+                    it = self.eval.kind(env, n.iter)
+                    self._assign(n.target, it if it in (DEV, CPU, ND, INFO) else UNK, env)
+            for n, comp in nodes:
                 self.on_expr(n, env, c, comp)
                 if isinstance(n, ast.BoolOp):
                     for v in n.values[:-1]:
@@ -416,13 +421,6 @@ class FlowWalker:
                 elif isinstance(n, ast.comprehension):
                     for cond in n.ifs:
                         self.on_test(cond, env, Ctx(c.loops + 1, c.guarded, c.error_path))
-
-    def _bind_comprehensions(self, root: ast.AST, env: dict[str, str]) -> None:
-        """Comprehension variables take the kind of what they iterate (`[x.item() for x in info_list]`)."""
-        for n in walk(root):
-            if isinstance(n, ast.comprehension):
-                it = self.eval.kind(env, n.iter)
-                self._assign(n.target, it if it in (DEV, CPU, ND, INFO) else UNK, env)
 
     def _assign(self, target: ast.AST, kind: str, env: dict[str, str], value: ast.AST | None = None) -> None:
         if isinstance(target, ast.Name):

@@ -8,11 +8,24 @@ declares). ``TreeContext`` adds the lazily parsed tree-wide inputs the tree-scop
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 PKG = "vllm_omni"
+# Tree layout read by tree-scope rules (kept here so that a warm, cached run imports no rule module).
+CONSOLIDATION_FILES = (
+    "vllm_omni/engine/output_processor.py",
+    "vllm_omni/outputs/output_processor.py",
+    "vllm_omni/outputs/mm_outputs.py",
+    "vllm_omni/engine/mm_outputs.py",
+)
+EXAMPLES_OFFLINE = "examples/offline_inference"
+EXAMPLES_ONLINE = "examples/online_serving"
+TTS_HUB = "text_to_speech"
+TTS_ADAPTERS = "vllm_omni/entrypoints/openai/tts_adapters"
+TREE_MODELS = "vllm_omni/model_executor/models"
 # Keys a model may read from its per-request dicts to identify a request.
 ID_KEYS = ("request_id", "req_id", "global_request_id", "_omni_req_id")
 # Used when no tree is found (standalone reference models, freshly rendered templates): every key a
@@ -68,7 +81,7 @@ def module_dist(module: str) -> str:
 
 def find_root(path: Path) -> Path | None:
     """The directory holding the ``vllm_omni`` package that ``path`` belongs to, if any."""
-    path = path.resolve()
+    path = Path(os.path.abspath(path))
     for cand in [path, *path.parents]:
         if (cand / PKG / "__init__.py").is_file():
             return cand
@@ -80,7 +93,7 @@ def find_root(path: Path) -> Path | None:
 def find_model_root(path: Path) -> Path | None:
     """A standalone model root (scaffold output, reference models): `<root>/models/<name>/` next to
     `<root>/deploy/`, outside any vLLM-Omni tree."""
-    path = path.resolve()
+    path = Path(os.path.abspath(path))
     for cand in [path, *path.parents]:
         if (cand / "models").is_dir() and (cand / "deploy").is_dir() and not (cand / PKG).exists():
             return cand
@@ -101,11 +114,13 @@ def _runner_id_keys(root: Path) -> tuple[str, ...]:
     for f in sorted(pkg.glob("worker/*.py")) + sorted(pkg.glob("platforms/*/worker/*.py")):
         text = _read(f)
         # req_infos["request_id"] = req_id  (0.20+, preprocess path of every has_preprocess model)
-        if re.search(r"""\w+\[["']request_id["']\]\s*=[^=]""", text):
+        has_key = "request_id\"]" in text or "request_id']" in text
+        if has_key and re.search(r"""\w+\[["']request_id["']\]\s*=[^=]""", text):
             found.add("request_id")
     for f in sorted(pkg.glob("worker_v2/**/*.py")):
         # Model Runner V2 intermediate buffer: info["req_id"] = new_req_data.req_id (0.30+)
-        if re.search(r"""\w+\[["']req_id["']\]\s*=[^=]""", _read(f)):
+        text = _read(f)
+        if ("req_id\"]" in text or "req_id']" in text) and re.search(r"""\w+\[["']req_id["']\]\s*=[^=]""", text):
             found.add("req_id")
     for sub in ("engine", "entrypoints"):
         for f in sorted((pkg / sub).glob("**/*.py")):
@@ -117,7 +132,7 @@ def _runner_id_keys(root: Path) -> tuple[str, ...]:
     for f in sorted((pkg / "model_executor" / "stage_input_processors").glob("*.py")):
         text = _read(f)
         for key in ("request_id", "req_id"):
-            if re.search(rf"""["']{key}["']\s*:|\[["']{key}["']\]\s*=[^=]""", text):
+            if key in text and re.search(rf"""["']{key}["']\s*:|\[["']{key}["']\]\s*=[^=]""", text):
                 found.add(key)
     return tuple(k for k in ID_KEYS if k in found)
 
@@ -182,7 +197,7 @@ class TreeFacts:
 def facts_for(root: Path | None) -> TreeFacts:
     if root is None:
         return TreeFacts()
-    root = root.resolve()
+    root = Path(os.path.abspath(root))
     deps, source = _declared_deps(root)
     keys = _runner_id_keys(root)
     return TreeFacts(str(root), _version(root), keys or DEFAULT_ID_KEYS, deps, source)
@@ -210,7 +225,7 @@ class TreeContext:
         return {"deploy": f"{PKG}/deploy"}.get(name, f"{PKG}/model_executor/{name}")
 
     def rel(self, path: Path) -> str:
-        return path.resolve().relative_to(self.root).as_posix()
+        return Path(os.path.abspath(path)).relative_to(self.root).as_posix()
 
     def read(self, rel: str) -> str:
         return _read(self.root / rel)

@@ -9,6 +9,7 @@ import re
 from omnitts.validators.static.index import FUNC_TYPES, dotted, iter_stmts, walk
 from omnitts.validators.static.rule import Invalid, Report, Rule, Valid, register
 from omnitts.validators.static.source import SourceFile
+from omnitts.validators.static.treefacts import CONSOLIDATION_FILES
 
 AUDIO_KEYS = frozenset({"model_outputs", "audio"})
 # Keys that carry no payload: a return emitting only these dropped the step's audio. A return with
@@ -276,12 +277,6 @@ class EveryReturnEmitsAudio(Rule):
 
 
 # --- tree scope: the target's consolidation ---------------------------------------------------
-CONSOLIDATION_FILES = (
-    "vllm_omni/engine/output_processor.py",
-    "vllm_omni/outputs/output_processor.py",
-    "vllm_omni/outputs/mm_outputs.py",
-    "vllm_omni/engine/mm_outputs.py",
-)
 
 
 def _mentions_audio(test: ast.AST) -> bool:

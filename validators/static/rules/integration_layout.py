@@ -4,12 +4,11 @@ holding scripts only, and no top-level example folder for a TTS model. Tree scop
 from __future__ import annotations
 
 from omnitts.validators.static.rule import Invalid, Report, Rule, Valid, register
-
-OFFLINE = "examples/offline_inference"
-ONLINE = "examples/online_serving"
-HUB = "text_to_speech"
-ADAPTERS = "vllm_omni/entrypoints/openai/tts_adapters"
-MODELS = "vllm_omni/model_executor/models"
+from omnitts.validators.static.treefacts import EXAMPLES_OFFLINE as OFFLINE
+from omnitts.validators.static.treefacts import EXAMPLES_ONLINE as ONLINE
+from omnitts.validators.static.treefacts import TREE_MODELS as MODELS
+from omnitts.validators.static.treefacts import TTS_ADAPTERS as ADAPTERS
+from omnitts.validators.static.treefacts import TTS_HUB as HUB
 
 
 def tts_names(ctx) -> set[str]:
