@@ -79,9 +79,12 @@ def section_title_of(text: str, name: str) -> str | None:
     """Title of the model section that links `text_to_speech/<name>/` (what `new` / `--like` wrote)."""
     lines = text.split("\n")
     headings = [(i, _SECTION.match(line).group(1).strip()) for i, line in enumerate(lines) if _SECTION.match(line)]
+    # Sections link the examples as `examples/.../text_to_speech/<name>/...` or, in the online hub,
+    # relative to it as `<name>/...`.
+    link = re.compile(rf"(?<![\w.-]){re.escape(name)}/")
     for k, (i, title) in enumerate(headings):
         end = headings[k + 1][0] if k + 1 < len(headings) else len(lines)
-        if f"text_to_speech/{name}/" in "\n".join(lines[i:end]) and _rule_before(lines, i) is not None:
+        if link.search("\n".join(lines[i:end])) and _rule_before(lines, i) is not None:
             return title
     return None
 

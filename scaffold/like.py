@@ -133,15 +133,34 @@ def _source(index: TreeIndex, like: str) -> Source:
 
 
 def renamer_for(src: Source, name: str, model_type: str, stage_key: str | None) -> Renamer:
+    """Identifiers and paths follow the folder name; quoted model types / pipeline keys become the new
+    model type (they differ when the source's folder and type are one string, e.g. voxcpm2)."""
     pairs = {src.folder: name}
     for old in (src.model_type, *src.pipeline_keys):
         pairs.setdefault(old, model_type)
     ordered = tuple(sorted(pairs.items(), key=lambda kv: -len(kv[0])))
-    literals = ()
+    literals = []
     probe = Renamer(ordered)
     if src.entry_stage and probe(src.entry_stage) == src.entry_stage:
-        literals = ((src.entry_stage, stage_key or name),)
-    return Renamer(ordered, literals)
+        literals.append((src.entry_stage, stage_key or name))  # a stage key without the source's name
+    for old in dict.fromkeys((src.model_type, *src.pipeline_keys)):
+        if old != src.entry_stage:
+            literals.append((old, model_type))
+    return Renamer(ordered, tuple(literals))
+
+
+_STAGE_CONTEXTS = (
+    (r"(model_stage\s*=\s*)([\"']){old}\2", r"\g<1>\g<2>{new}\g<2>"),  # StagePipelineConfig(model_stage="...")
+    (r"(model_stage:\s*){old}\b", r"\g<1>{new}"),  # yaml
+    (r"(stage_keys\s*=\s*frozenset\(\{{[^}}]*?)([\"']){old}\2", r"\g<1>\g<2>{new}\g<2>"),  # adapters
+)
+
+
+def set_stage_key(text: str, old: str, new: str) -> str:
+    """Where the renamed entry stage key is declared, make it `new` (the key is also the type there)."""
+    for pattern, repl in _STAGE_CONTEXTS:
+        text = re.sub(pattern.format(old=re.escape(old)), repl.format(new=new), text)
+    return text
 
 
 def _prune_adapters(text: str, keep: str, rel: str) -> str:
@@ -184,7 +203,8 @@ def plan_like(
     if src.folder == name:
         raise ScaffoldError(f"--like {like}: the new model needs a name other than its source's ({name})")
     rename = renamer_for(src, name, model_type, stage_key)
-    new_stage = rename.literals[0][1] if rename.literals else rename(src.entry_stage)
+    renamed_stage = rename(f'"{src.entry_stage}"').strip('"')
+    new_stage = stage_key or renamed_stage
     check_identifier(new_stage, "stage key")
 
     files: dict[str, str] = {}
@@ -203,6 +223,8 @@ def plan_like(
         if new_rel == rel:
             raise ScaffoldError(f"--like {like}: {rel} keeps its path after renaming; cannot copy it")
         new_text = rename(text)
+        if new_stage != renamed_stage:
+            new_text = set_stage_key(new_text, renamed_stage, new_stage)
         if rel == adapter_rel:
             new_text = _prune_adapters(new_text, model_type, new_rel)
         files[new_rel] = new_text

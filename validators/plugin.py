@@ -102,11 +102,15 @@ def omnitts_options(pytestconfig):
     from omnitts.validators.runtime.context import Options
 
     device = pytestconfig.getoption("device")
-    if device == "cpu":
-        import torch
+    import torch
 
+    if device == "cpu":
         # tiny models: intra-op threads only add spin-waits, and xdist workers would oversubscribe the cores
         torch.set_num_threads(int(os.environ.get("OMNITTS_TORCH_THREADS", "1")))
+    else:
+        # functional validation, not speed: TF32 would make batched and solo results differ beyond float32 noise
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     return Options(
         device=device,
         omni_root=pytestconfig.getoption("omni_root"),

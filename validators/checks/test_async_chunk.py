@@ -33,7 +33,7 @@ def test_async_chunk_equals_full_decode(ctx, record):
     sub = ctx.subject
     if not sub.two_stage:
         pytest.skip(f"{sub.pattern}: single-stage patterns skip Phase 4 (async_chunk)")
-    tol = sub.chunk_tolerance
+    tol = ctx.tolerance(chunk=True)
     plans, _ = compositions(sub)["all_at_once"]
     full = ctx.run("chunk:full", plans, connector_extra={"codec_chunk_frames": 10**6, "codec_left_context_frames": 0,
                                                          "initial_codec_chunk_frames": 0})

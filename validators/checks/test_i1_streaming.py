@@ -80,7 +80,7 @@ def test_i1_matches_reference(ctx, record):
     sub = ctx.subject
     if sub.reference is None:
         pytest.skip(f"{sub.name}: no reference implementation to compare with")
-    tol = sub.tolerance
+    tol = ctx.tolerance()
     problems, exact = [], 0
     runs = ctx.solo_runs()
     for plan in sub.prompts:

@@ -16,7 +16,7 @@ def test_i4_concurrent_equals_solo(ctx, record):
     if len(sub.prompts) < 4:
         pytest.fail(f"I4: {sub.name} has {len(sub.prompts)} prompts; the concurrency check needs at least 4", pytrace=False)
     solo = ctx.solo_audio()
-    tol = sub.tolerance
+    tol = ctx.tolerance()
     problems, summary = [], {}
     for name in compositions(sub):
         run = ctx.composition(name)

@@ -119,6 +119,13 @@ class ModelContext:
         except (ModelError, ContractError, CheckFailure) as exc:
             raise_failure(exc, what)
 
+    def tolerance(self, chunk: bool = False) -> dict:
+        """The subject's comparison tolerance; on CUDA 10x looser (kernels differ between batch shapes)."""
+        tol = dict(self.subject.chunk_tolerance if chunk else self.subject.tolerance)
+        if self.options.device.startswith("cuda"):
+            tol = {k: v * 10 for k, v in tol.items()}
+        return tol
+
     def composition(self, name: str) -> RunResult:
         """One of :func:`scenarios.compositions`, run once and shared by I4, I5, perf and the chunk check."""
         from omnitts.validators.runtime.scenarios import compositions

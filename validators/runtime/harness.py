@@ -334,10 +334,14 @@ class _Stage:
                 hit = eng.intercept(self.idx, method, fn, args, kwargs)
                 if hit is not _PASS:
                     return hit
-            if eng.spy is not None and eng.spy_active:
-                with eng.spy.armed(eng.step_label):
-                    return fn(*args, **kwargs)
-            return fn(*args, **kwargs)
+            t0 = time.perf_counter()
+            try:
+                if eng.spy is not None and eng.spy_active:
+                    with eng.spy.armed(eng.step_label):
+                        return fn(*args, **kwargs)
+                return fn(*args, **kwargs)
+            finally:
+                eng.model_seconds += time.perf_counter() - t0
         except (ModelError, ContractError, StopRun):
             raise
         except Exception as exc:  # noqa: BLE001 - any model exception becomes a check failure with its traceback
@@ -440,17 +444,21 @@ class ARStage(_Stage):
                     infos["_omni_max_tokens"] = req.max_tokens
                     infos["_omni_seed"] = None
                 s, e = spans[i]
+                ids_slice = input_ids[s:e]
+                # like the runner: after the first request the (uninitialised) embeddings buffer exists and later
+                # requests get their slice of it
                 emb = inputs_embeds[s:e] if inputs_embeds is not None else None
-                res = self._call("preprocess", input_ids=input_ids[s:e], input_embeds=emb, **infos)
+                res = self._call("preprocess", input_ids=ids_slice, input_embeds=emb, **infos)
                 if not (isinstance(res, tuple) and len(res) == 3):
                     raise ContractError("preprocess() must return (input_ids, input_embeds, update_dict)")
                 r_ids, r_emb, upd = res
                 if inputs_embeds is None:
                     inputs_embeds = torch.empty((input_ids.shape[0], r_emb.shape[-1]), device=r_emb.device, dtype=r_emb.dtype)
-                self._update_buffer(rid, upd)
+                if upd:
+                    self._update_buffer(rid, upd)
                 n = min(e - s, r_emb.shape[0])
                 inputs_embeds[s : s + n] = r_emb[:n]
-                if isinstance(r_ids, torch.Tensor) and r_ids.numel() == n:
+                if isinstance(r_ids, torch.Tensor) and r_ids is not ids_slice and r_ids.numel() == n:
                     input_ids[s : s + n] = r_ids
         infos_list = []
         for rid in batch:
@@ -712,6 +720,7 @@ class Engine:
         self.step_index = 0
         self.step_label = ""
         self.step_seconds = 0.0
+        self.model_seconds = 0.0  # wall time inside model-side calls (the rest of a run is the harness)
         self.steps: list[StepRecord] = []
         self.results: dict[str, RequestResult] = {}
         self._accs: dict[str, Any] = {}
@@ -750,6 +759,7 @@ class Engine:
         self._accs = {}
         self.steps = []
         self.step_seconds = 0.0
+        self.model_seconds = 0.0
         s0 = self.stages[0]
         s1 = self.stages[1] if len(self.stages) > 1 else None
         tm = _TransferManager(self.extra, 4)
@@ -869,10 +879,13 @@ class Engine:
         )
         if self.recorder is not None:
             self.recorder.append(("proc", fn, copy.deepcopy((tm, pooling_output, request, done)), {}))
+        t0 = time.perf_counter()
         try:
             chunk = fn(tm, pooling_output, request, done)
         except Exception as exc:  # noqa: BLE001
             raise ModelError(f"stage input processor {getattr(fn, '__name__', fn)}", exc) from exc
+        finally:
+            self.model_seconds += time.perf_counter() - t0
         if done:
             tm.code_prompt_token_ids.pop(ext, None)
             tm.request_payload.pop(ext, None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import re
 import traceback
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -258,13 +259,20 @@ def lint_source(
                 )
             )
     findings = suppressions.apply(display, text, findings, ran, known)
-    outgoing = []
+    outgoing = {}
     if "index" in src.__dict__:  # a model rule built the index: export cross-module per-step calls
         try:
-            outgoing = src.index.outgoing()
+            index = src.index
+            loopy = sorted(
+                (f.cls or "", f.name) for f in index.functions.values() if f.text and _LOOPY.search(f.text)
+            )
+            outgoing = {"calls": index.outgoing(), "loopy": loopy}
         except Exception as exc:
             findings.append(meta(display, 1, 1, "OMNI-META-004", f"internal error in the package pass: {exc}"))
     return sorted(set(findings), key=Finding.sort_key), outgoing
+
+
+_LOOPY = re.compile(r"\bfor\b|\bwhile\b|\byield\b")
 
 
 def _lint_chunk(items: list[tuple], facts: TreeFacts, rule_ids: list[str]):
@@ -375,7 +383,7 @@ def package_entries(items: list[FileItem], outgoing: dict[str, list]) -> dict[st
             suffix.setdefault(".".join(parts[i:]), m)
     acc: dict[str, set] = {}
     for it in items:
-        calls = outgoing.get(str(it.path)) or []
+        calls = (outgoing.get(str(it.path)) or {}).get("calls") or []
         if not calls:
             continue
         pkg = it.rel[:-3].replace("/", ".").rsplit(".", 1)[0] if "/" in it.rel else ""
@@ -386,8 +394,14 @@ def package_entries(items: list[FileItem], outgoing: dict[str, list]) -> dict[st
             else:
                 target_mod = module if module in by_module else suffix.get(module, module)
             target = by_module.get(target_mod)
-            if target is not None and target != str(it.path):
-                acc.setdefault(target, set()).add((cls, name, bool(hot)))
+            if target is None or target == str(it.path):
+                continue
+            # Only worth a second pass when the entry can change what is hot there: a model file
+            # whose function has a loop (or the call site is hot: then its whole body is).
+            summary = outgoing.get(target)
+            if not summary or not (hot or (cls, name) in set(map(tuple, summary.get("loopy", ())))):
+                continue
+            acc.setdefault(target, set()).add((cls, name, bool(hot)))
     return {k: frozenset(v) for k, v in acc.items()}
 
 

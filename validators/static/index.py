@@ -17,6 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 _CALLED = re.compile(r"(\w+)\s*\(")
+_PLAIN_CALL = re.compile(r"(?<![.\w])(\w+)\s*\(")
+_SELF_CALL = re.compile(r"\bself\.(\w+)\s*\(")
+_SELF_ATTR_CALL = re.compile(r"\bself\.(\w+)\.(\w+)\s*\(")
 PER_STEP_ENTRIES = frozenset({"forward", "make_omni_output", "compute_logits", "preprocess", "postprocess", "sample"})
 FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
@@ -99,7 +102,8 @@ class FuncInfo:
     _calls: list[tuple[ast.Call, bool, bool]] | None = None  # (call, in_loop, guarded), built lazily
     _generator: bool | None = None
     text: str | None = None  # source lines of the function (set by ModuleIndex when it has the source)
-    callable_names: object = None  # compiled regex of names an in-file call could use
+    callable_names: object = None  # names an in-file call could use
+    stmt_calls: dict | None = None  # id(statement) -> calls it makes (for walkers that skip cold code)
 
     @property
     def name(self) -> str:
@@ -108,24 +112,23 @@ class FuncInfo:
     def _scan(self) -> None:
         calls: list[tuple[ast.Call, bool, bool]] = []
         gen = False
-        if (
-            self.callable_names is not None
-            and self.text is not None
-            and not (self.callable_names & set(_CALLED.findall(self.text)) or "super()" in self.text)
-        ):
+        if self.callable_names is not None and self.text is not None and not self.callable_names(self):
             # No in-file callee is named in the body: only the generator flag is needed.
             self._calls = []
             self._generator = "yield" in (self.text or "")
+            self.stmt_calls = {}
             return
+        stmt_calls: dict[int, list[ast.Call]] = {}
         for stmt, ctx in iter_stmts(self.node.body):
             for expr in stmt_exprs(stmt):
                 for n, comp in walk_expr(expr):
                     t = type(n)
                     if t is ast.Call:
                         calls.append((n, ctx.loops > 0 or comp, ctx.guarded))
+                        stmt_calls.setdefault(id(stmt), []).append(n)
                     elif t is ast.Yield or t is ast.YieldFrom:
                         gen = True
-        self._calls, self._generator = calls, gen
+        self._calls, self._generator, self.stmt_calls = calls, gen, stmt_calls
 
     @property
     def calls(self) -> list[tuple[ast.Call, bool, bool]]:
@@ -362,12 +365,33 @@ class ModuleIndex:
                 self.module_funcs[node.name] = info
         self._hot: tuple[set[str], set[str]] | None = None
         if lines is not None:
-            names = set(self.module_funcs) | set(self.classes) | {f.name for f in self.functions.values()}
-            # `self.sub(x)` reaches Sub.forward when Sub is defined here: its attribute names count too.
-            names |= {a for c in self.classes.values() for a, k in c.attr_class.items() if k in self.classes}
+            self._plain_names = set(self.module_funcs) | set(self.classes) | {f.name for f in self.functions.values()}
             for f in self.functions.values():
                 f.text = "\n".join(lines[f.node.lineno - 1 : f.node.end_lineno])
-                f.callable_names = names
+                f.callable_names = self._may_call_in_file
+
+    def _may_call_in_file(self, fn: FuncInfo) -> bool:
+        """Cheap textual test: can any call in this function resolve to a function of this file?
+        (Skips the expression walk for the many layer forwards that only call torch.)"""
+        text = fn.text or ""
+        if "super()" in text or not self._plain_names.isdisjoint(_PLAIN_CALL.findall(text)):
+            return True
+        if fn.cls is None:
+            return False
+        own = set()
+        cls: str | None = fn.cls
+        seen = set()
+        while cls and cls not in seen and cls in self.classes:
+            seen.add(cls)
+            own |= set(self.classes[cls].methods)
+            cls = next((b for b in self.classes[cls].bases if b in self.classes), None)
+        for name in _SELF_CALL.findall(text):
+            if name in own or self.attr_class(fn.cls, name) in self.classes:
+                return True
+        for attr, _meth in _SELF_ATTR_CALL.findall(text):
+            if self.attr_class(fn.cls, attr) in self.classes:
+                return True
+        return False
 
     # --- construction -------------------------------------------------------------------------
     def _add_class(self, node: ast.ClassDef, qual: str) -> None:

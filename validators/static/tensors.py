@@ -23,7 +23,6 @@ from omnitts.validators.static.index import (
     is_run_once_test,
     is_self_attr,
     stmt_exprs,
-    walk,
     walk_expr,
 )
 
@@ -72,6 +71,9 @@ NN_LAYERS = frozenset(
     Tanh Sigmoid ReplicatedLinear ColumnParallelLinear RowParallelLinear QKVParallelLinear MergedColumnParallelLinear
     VocabParallelEmbedding ParallelLMHead""".split()
 )
+
+
+_COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 
 def join(a: str, b: str) -> str:
@@ -356,6 +358,10 @@ class FlowWalker:
     ``on_expr(node, env, ctx, in_comp)`` for every expression node evaluated. Loops are walked
     twice (so loop-carried kinds settle); subclasses de-duplicate their reports by node."""
 
+    # Walkers that only act inside hot regions set this: statements outside loops are then not
+    # walked, except for their calls (``on_cold_call``) and comprehensions (which are loops).
+    cold_fast = False
+
     def __init__(
         self,
         index: ModuleIndex,
@@ -363,7 +369,11 @@ class FlowWalker:
         cls: ClassInfo | None,
         hot: bool,
         param_kinds: dict[str, str] | None = None,
+        fn_info=None,
+        lines: list[str] | None = None,
     ) -> None:
+        self.fn_info = fn_info
+        self.lines = lines
         self.eval = KindEval(index, cls)
         self.fn = fn_node
         self.hot_body = hot  # the whole body runs per step (called from a hot loop)
@@ -392,9 +402,18 @@ class FlowWalker:
         """A value whose truth Python evaluates (if/while/assert/ternary/not/and/or)."""
 
     # --- statements -------------------------------------------------------------------------
+    def on_cold_call(self, call: ast.Call, env: dict[str, str]) -> None:
+        """A call outside any hot region (cold_fast walkers only)."""
+
     def _exprs(self, stmt: ast.stmt, env: dict[str, str], ctx: Ctx) -> None:
         if self.silent:
             return
+        if self.cold_fast and ctx.loops == 0 and self.fn_info is not None and self.lines is not None:
+            for call in (self.fn_info.stmt_calls or {}).get(id(stmt), ()):
+                self.on_cold_call(call, env)
+            last = stmt.lineno if hasattr(stmt, "body") else getattr(stmt, "end_lineno", stmt.lineno)
+            if " for " not in "\n".join(self.lines[stmt.lineno - 1 : last]):
+                return  # cold and no comprehension: nothing here runs per element
         error = ctx.error_path or isinstance(stmt, ast.Raise)
         c = Ctx(ctx.loops, ctx.guarded, error)
         if isinstance(stmt, ast.Assert):
@@ -405,10 +424,11 @@ class FlowWalker:
         for root in roots:
             nodes = list(walk_expr(root))
             for n, _comp in nodes:
-                if type(n) is ast.comprehension:
+                if type(n) in _COMPS:
                     # Comprehension variables take the kind of what they iterate (`[x.item() for x in infos]`).
-                    it = self.eval.kind(env, n.iter)
-                    self._assign(n.target, it if it in (DEV, CPU, ND, INFO) else UNK, env)
+                    for g in n.generators:
+                        it = self.eval.kind(env, g.iter)
+                        self._assign(g.target, it if it in (DEV, CPU, ND, INFO) else UNK, env)
             for n, comp in nodes:
                 self.on_expr(n, env, c, comp)
                 if isinstance(n, ast.BoolOp):
@@ -418,9 +438,10 @@ class FlowWalker:
                     self.on_test(n.operand, env, c)
                 elif isinstance(n, ast.IfExp):
                     self.on_test(n.test, env, c)
-                elif isinstance(n, ast.comprehension):
-                    for cond in n.ifs:
-                        self.on_test(cond, env, Ctx(c.loops + 1, c.guarded, c.error_path))
+                elif type(n) in _COMPS:
+                    for g in n.generators:
+                        for cond in g.ifs:
+                            self.on_test(cond, env, Ctx(c.loops + 1, c.guarded, c.error_path))
 
     def _assign(self, target: ast.AST, kind: str, env: dict[str, str], value: ast.AST | None = None) -> None:
         if isinstance(target, ast.Name):

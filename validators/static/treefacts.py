@@ -114,13 +114,13 @@ def _runner_id_keys(root: Path) -> tuple[str, ...]:
     for f in sorted(pkg.glob("worker/*.py")) + sorted(pkg.glob("platforms/*/worker/*.py")):
         text = _read(f)
         # req_infos["request_id"] = req_id  (0.20+, preprocess path of every has_preprocess model)
-        has_key = "request_id\"]" in text or "request_id']" in text
+        has_key = 'request_id"]' in text or "request_id']" in text
         if has_key and re.search(r"""\w+\[["']request_id["']\]\s*=[^=]""", text):
             found.add("request_id")
     for f in sorted(pkg.glob("worker_v2/**/*.py")):
         # Model Runner V2 intermediate buffer: info["req_id"] = new_req_data.req_id (0.30+)
         text = _read(f)
-        if ("req_id\"]" in text or "req_id']" in text) and re.search(r"""\w+\[["']req_id["']\]\s*=[^=]""", text):
+        if ('req_id"]' in text or "req_id']" in text) and re.search(r"""\w+\[["']req_id["']\]\s*=[^=]""", text):
             found.add("req_id")
     for sub in ("engine", "entrypoints"):
         for f in sorted((pkg / sub).glob("**/*.py")):

@@ -38,8 +38,10 @@ NEEDLES = (
 
 
 class _SyncWalker(FlowWalker):
+    cold_fast = True
+
     def __init__(self, src: SourceFile, fn, hot: bool, out: dict[str, dict[int, Report]], params: dict) -> None:
-        super().__init__(src.index, fn.node, src.index.class_of(fn), hot, params.get(fn.qualname))
+        super().__init__(src.index, fn.node, src.index.class_of(fn), hot, params.get(fn.qualname), fn, src.lines)
         self.info = fn
         self.params = params
         self.qual = fn.qualname
@@ -119,6 +121,9 @@ class _SyncWalker(FlowWalker):
                     node,
                     f"`{func.id}()` of a tensor {self._where(ctx)} reads its value back to the host (a sync)",
                 )
+
+    def on_cold_call(self, call: ast.Call, env: dict[str, str]) -> None:
+        self._record_args(call, env)
 
     def _record_args(self, call: ast.Call, env: dict[str, str]) -> None:
         target = self.src.index.resolve(self.info, call)

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Runtime validators on CUDA for the three reference models; results (JSON/MD/WAV) go to $OUT.
+#
+#   OUT=/some/dir bash benchmarks/gpu_validators.sh            # from the repository root
+#
+# Meant for the borrowed GPU machine (torch, numpy, pytest, pytest-xdist, PyYAML, jinja2, transformers; no
+# soundfile/libcst/cookiecutter/ruff/vllm and no pip install of this repo): the repo folders are mapped onto the
+# omnitts.* namespace with a symlink shim and the pytest plugin is loaded with -p. WAVs fall back to the stdlib
+# `wave` writer when soundfile is absent. Writes:
+#   $OUT/validators/{results.json,checklist.md,checklist.json,wav/...}   the suite with --device cuda
+#   $OUT/harness_overhead.json                                          harness vs bare loop on CUDA
+#   $OUT/summary.md, $OUT/summary.json                                  host syncs, RTF/TTFA, CUDA-graph speedup
+#   $OUT/env.txt, $OUT/pytest.log
+set -uo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="${OUT:-$REPO/omnitts-out/gpu}"
+PY="${PYTHON:-python3}"
+MODELS="${MODELS:-ref_two_stage,ref_single_stage,ref_native_ar}"
+DEVICE="${DEVICE:-cuda}"  # DEVICE=cpu only to try the script on a machine without a GPU
+mkdir -p "$OUT"
+
+SHIM="$(mktemp -d)"
+trap 'rm -rf "$SHIM"' EXIT
+mkdir -p "$SHIM/omnitts"
+for d in validators reference_models templates scaffold; do
+  [ -d "$REPO/$d" ] && ln -s "$REPO/$d" "$SHIM/omnitts/$d"
+done
+export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
+export OMNITTS_CACHE_DIR="${OMNITTS_CACHE_DIR:-$OUT/.cache}"
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 || true
+  "$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())'
+  "$PY" -c 'import soundfile' 2>/dev/null && echo "soundfile: yes" || echo "soundfile: no (stdlib wave writer)"
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+# plugin autoload stays on for xdist etc.; the omnitts plugin is not installed here, so load it explicitly
+PLUGIN=()
+"$PY" -c 'import importlib.metadata as m; eps = m.entry_points(group="pytest11"); raise SystemExit(0 if any(e.name == "omnitts" for e in eps) else 1)' \
+  || PLUGIN=(-p omnitts.validators.plugin)
+
+cd "$REPO"
+set -x
+"$PY" -m pytest validators "${PLUGIN[@]}" --model "$MODELS" --device "$DEVICE" --omnitts-out "$OUT/validators" \
+  --check-timeout 300 -q -p no:cacheprovider -rfs 2>&1 | tee "$OUT/pytest.log"
+status=${PIPESTATUS[0]}
+"$PY" benchmarks/harness_overhead.py --device "$DEVICE" --models "$MODELS" --repeats 9 --out "$OUT/harness_overhead.json" \
+  2>&1 | tee -a "$OUT/pytest.log"
+set +x
+
+"$PY" - "$OUT" <<'EOF'
+import json, sys
+from pathlib import Path
+
+out = Path(sys.argv[1])
+res = json.loads((out / "validators" / "results.json").read_text())
+rows, summary = [], {"device": res.get("device"), "models": {}}
+for model, info in sorted(res["models"].items()):
+    m = info["metrics"]
+    i3 = m.get("i3.host_syncs", {})
+    perf = m.get("perf.rtf_ttfa", {})
+    graph = m.get("cuda_graph.replay", {})
+    gb = m.get("i3.graph_breaks", {}).get("graph_breaks", {})
+    failed = sorted(c for c, s in info["results"].items() if s == "failed")
+    summary["models"][model] = {
+        "failed_checks": failed,
+        "host_syncs_in_steady_steps": i3.get("syncs_in_steady_steps"),
+        "cuda_sync_debug_events": i3.get("cuda_sync_debug_events"),
+        "steady_steps": i3.get("steady_steps"),
+        "sync_sites": i3.get("sites"),
+        "rtf_mean": perf.get("rtf_mean"), "rtf_max": perf.get("rtf_max"), "ttfa_ms_max": perf.get("ttfa_ms_max"),
+        "cuda_graph_tokens_equal": graph.get("tokens_equal"), "cuda_graph_speedup": graph.get("speedup"),
+        "eager_stage0_s": graph.get("eager_stage0_s"), "graph_stage0_s": graph.get("graph_stage0_s"),
+        "graph_breaks": gb.get("graph_break_count"),
+    }
+    s = summary["models"][model]
+    rows.append(f"| `{model}` | {', '.join(failed) or 'none'} | {s['host_syncs_in_steady_steps']} / "
+                f"{s['cuda_sync_debug_events']} in {s['steady_steps']} steps | {s['rtf_mean']} / {s['rtf_max']} | "
+                f"{s['ttfa_ms_max']} | {s['cuda_graph_tokens_equal']} | {s['cuda_graph_speedup']} | {s['graph_breaks']} |")
+try:
+    ov = json.loads((out / "harness_overhead.json").read_text())
+    summary["harness_overhead"] = {r["model"]: r["overhead_pct"] for r in ov["models"]}
+    summary["harness_overhead"]["total"] = ov["total_overhead_pct"]
+except Exception as exc:  # noqa: BLE001
+    summary["harness_overhead"] = f"not measured: {exc}"
+md = ["# Runtime validators on CUDA", "", f"device: {res.get('device')}; generated {res.get('generated')}", "",
+      "| model | failed checks | host syncs (dispatch / sync_debug) | RTF mean / max | TTFA max ms | graph tokens = eager | CUDA-graph speedup (AR step) | graph breaks |",
+      "|---|---|---|---|---|---|---|---|", *rows, "", f"harness overhead (%): {summary['harness_overhead']}", ""]
+(out / "summary.md").write_text("\n".join(md))
+(out / "summary.json").write_text(json.dumps(summary, indent=2))
+print("\n".join(md))
+EOF
+exit "$status"
