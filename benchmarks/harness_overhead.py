@@ -6,7 +6,8 @@ For each model, one recording run of the harness captures every model-side call 
 ``forward``, ``make_omni_output``, ``compute_logits``, ``postprocess``, ``on_requests_finished`` and the stage
 input processor) with deep copies of its arguments. Then, alternately and on fresh models each time, the harness
 runs the same scenario (4+ concurrent requests) and a bare loop replays the recorded calls. The ratio of the
-best (minimum) times over the alternating repeats is the harness's overhead (target < 5 %). On CPU the time is this process's CPU time
+best (minimum) times over the alternating repeats is the harness's overhead (target < 5 %). On CPU the time
+is this process's CPU time
 (``time.process_time``, one torch thread), which a loaded machine disturbs far less than wall time; wall times are
 recorded too. On CUDA it is wall time after ``torch.cuda.synchronize()``. Results go to
 benchmarks/results/harness_overhead.json.
@@ -99,15 +100,23 @@ def main(argv=None) -> int:
     rows = [measure(m, args.repeats, args.device) for m in args.models.split(",") if m]
     total_h = sum(r["harness_s"] for r in rows)
     total_b = sum(r["bare_loop_s"] for r in rows)
-    summary = {"device": args.device, "threads": args.threads, "repeats": args.repeats, "models": rows,
-               "total_ratio": round(total_h / total_b, 4), "total_overhead_pct": round(100 * (total_h / total_b - 1), 2),
-               "target_pct": 5.0}
+    summary = {
+        "device": args.device,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "models": rows,
+        "total_ratio": round(total_h / total_b, 4),
+        "total_overhead_pct": round(100 * (total_h / total_b - 1), 2),
+        "target_pct": 5.0,
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(summary, indent=2))
     for r in rows:
-        print(f"{r['model']:18s} calls={r['model_calls']:5d} harness={r['harness_s'] * 1e3:8.2f} ms "
-              f"bare={r['bare_loop_s'] * 1e3:8.2f} ms ratio={r['ratio']:.3f} ({r['overhead_pct']:+.1f} %); "
-              f"in-run harness share {r['in_run_overhead_pct']:+.1f} %")
+        print(
+            f"{r['model']:18s} calls={r['model_calls']:5d} harness={r['harness_s'] * 1e3:8.2f} ms "
+            f"bare={r['bare_loop_s'] * 1e3:8.2f} ms ratio={r['ratio']:.3f} ({r['overhead_pct']:+.1f} %); "
+            f"in-run harness share {r['in_run_overhead_pct']:+.1f} %"
+        )
     print(f"total ratio {summary['total_ratio']:.3f} ({summary['total_overhead_pct']:+.1f} %, target < 5 %)")
     return 0 if summary["total_overhead_pct"] < 5.0 else 1
 

@@ -35,7 +35,11 @@ def _detail(message: str) -> str:
     lines = [ln.strip() for ln in message.splitlines() if ln.strip() and not ln.strip().startswith("[gw")]
     head = lines[0] if lines else ""
     for ln in lines[1:4]:
-        if ln.startswith(("req-", "[", "dispatch", "stage", "omnitts_", "1x", "2x")) or "x aten" in ln or "x Tensor" in ln:
+        if (
+            ln.startswith(("req-", "[", "dispatch", "stage", "omnitts_", "1x", "2x"))
+            or "x aten" in ln
+            or "x Tensor" in ln
+        ):
             return f"{head} — {ln}"[:300]
     return head[:300]
 
@@ -55,8 +59,23 @@ def main(argv: list[str] | None = None) -> int:
     from omnitts.validators.runtime.loaders import CATALOG_CHECKS
 
     out = Path(args.out)
-    cmd = [sys.executable, "-m", "pytest", str(REPO / "validators"), "--model", args.models, "--device", args.device,
-           "--omnitts-out", str(out), "--check-timeout", args.check_timeout, "-q", "-p", "no:cacheprovider"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(REPO / "validators"),
+        "--model",
+        args.models,
+        "--device",
+        args.device,
+        "--omnitts-out",
+        str(out),
+        "--check-timeout",
+        args.check_timeout,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
     if args.jobs not in ("0", "1"):
         cmd += ["-n", args.jobs]
     t0 = time.perf_counter()
@@ -98,25 +117,39 @@ def main(argv: list[str] | None = None) -> int:
             ok = False
         else:
             only_cuda = targets and all(t in ("device.cuda", "static.lint") for t in targets)
-            verdict = "needs CUDA / static rules (not observable on CPU)" if only_cuda and args.device == "cpu" else "MISSED"
+            verdict = (
+                "needs CUDA / static rules (not observable on CPU)" if only_cuda and args.device == "cpu" else "MISSED"
+            )
             why = ""
             ok = ok and only_cuda and args.device == "cpu"
-        rows.append({
-            "model": name,
-            "kind": "mutant" if subj.is_mutant else "reference",
-            "bug": subj.bug or "",
-            "description": subj.description or "",
-            "expected": expected_ids,
-            "targets": targets,
-            "failed": failed,
-            "verdict": verdict,
-            "why": why,
-            "skipped": sorted(c for c, s in res["results"].items() if s == "skipped"),
-        })
+        rows.append(
+            {
+                "model": name,
+                "kind": "mutant" if subj.is_mutant else "reference",
+                "bug": subj.bug or "",
+                "description": subj.description or "",
+                "expected": expected_ids,
+                "targets": targets,
+                "failed": failed,
+                "verdict": verdict,
+                "why": why,
+                "skipped": sorted(c for c, s in res["results"].items() if s == "skipped"),
+            }
+        )
 
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({"device": args.device, "wall_s": round(wall, 1), "pytest": tail,
-                                           "command": " ".join(cmd[1:]), "rows": rows}, indent=2))
+    Path(args.json).write_text(
+        json.dumps(
+            {
+                "device": args.device,
+                "wall_s": round(wall, 1),
+                "pytest": tail,
+                "command": " ".join(cmd[1:]),
+                "rows": rows,
+            },
+            indent=2,
+        )
+    )
     md = [
         "# Mutant matrix",
         "",
@@ -140,7 +173,12 @@ def main(argv: list[str] | None = None) -> int:
             f"| `{r['model']}` | {r['bug'] or '—'} | {', '.join(r['targets']) or '—'} | "
             f"{', '.join(r['failed']) or '—'} | {r['verdict']} | {why} |"
         )
-    md += ["", f"Overall: {'every mutant is caught by its target check and every correct model passes' if ok else 'see rows above'}.", ""]
+    md += [
+        "",
+        "Overall: "
+        + ("every mutant is caught by its target check and every correct model passes." if ok else "see rows above."),
+        "",
+    ]
     Path(args.doc).write_text("\n".join(md))
     print("\n".join(md))
     return 0 if ok else 1

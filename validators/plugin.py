@@ -23,22 +23,52 @@ CHECK_MARK = "omnitts_check"
 
 def pytest_addoption(parser):
     group = parser.getgroup("omnitts", "omnitts runtime validators")
-    group.addoption("--model", action="append", default=[], metavar="NAME",
-                    help="model to validate: a reference model, a mutant (model@bug), a model of --omni-root, or "
-                         "file.py:factory; repeat or comma-separate; 'all' = every reference model and mutant")
-    group.addoption("--list-models", action="store_true", default=False,
-                    help="print every reference model and mutant name, one per line, and exit")
-    group.addoption("--omni-root", default=None, metavar="DIR",
-                    help="a vLLM-Omni tree whose vllm_omni/model_executor/models/NAME is validated (needs real vllm)")
+    group.addoption(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="model to validate: a reference model, a mutant (model@bug), a model of --omni-root, or "
+        "file.py:factory; repeat or comma-separate; 'all' = every reference model and mutant",
+    )
+    group.addoption(
+        "--list-models",
+        action="store_true",
+        default=False,
+        help="print every reference model and mutant name, one per line, and exit",
+    )
+    group.addoption(
+        "--omni-root",
+        default=None,
+        metavar="DIR",
+        help="a vLLM-Omni tree whose vllm_omni/model_executor/models/NAME is validated (needs real vllm)",
+    )
     group.addoption("--device", default="cpu", choices=("cpu", "cuda"), help="device the models run on")
-    group.addoption("--omnitts-out", default=None, metavar="DIR",
-                    help="where WAVs, checklist.md/json and results.json go (default ./omnitts-out)")
-    group.addoption("--omni-release", default=None, metavar="X.Y.Z",
-                    help="target vLLM-Omni release whose runner contract is reproduced (default: the model's)")
-    group.addoption("--check-timeout", default=60.0, type=float, metavar="S",
-                    help="seconds of model work one check may take before it fails as a hang")
-    group.addoption("--require-real-vllm", action="store_true", default=False,
-                    help="fail unless the release's own consolidation function is importable (real-vLLM tier)")
+    group.addoption(
+        "--omnitts-out",
+        default=None,
+        metavar="DIR",
+        help="where WAVs, checklist.md/json and results.json go (default ./omnitts-out)",
+    )
+    group.addoption(
+        "--omni-release",
+        default=None,
+        metavar="X.Y.Z",
+        help="target vLLM-Omni release whose runner contract is reproduced (default: the model's)",
+    )
+    group.addoption(
+        "--check-timeout",
+        default=60.0,
+        type=float,
+        metavar="S",
+        help="seconds of model work one check may take before it fails as a hang",
+    )
+    group.addoption(
+        "--require-real-vllm",
+        action="store_true",
+        default=False,
+        help="fail unless the release's own consolidation function is importable (real-vLLM tier)",
+    )
 
 
 def _model_names(config) -> list[str]:
@@ -182,8 +212,10 @@ def pytest_runtest_logreport(report):
     if tag is None:
         return
     del props, config
-    rec = _RECORDS.setdefault(report.nodeid, {"check": tag["check"], "model": tag["model"], "outcome": "passed",
-                                               "metrics": {}, "extra": {}, "message": ""})
+    rec = _RECORDS.setdefault(
+        report.nodeid,
+        {"check": tag["check"], "model": tag["model"], "outcome": "passed", "metrics": {}, "extra": {}, "message": ""},
+    )
     rec["metrics"].update(metrics)
     rec["extra"].update(extra)
     if report.failed:
@@ -232,8 +264,10 @@ def pytest_sessionfinish(session, exitstatus):
     results = {
         "generated": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "device": config.getoption("device"),
-        "models": {m: {"pattern": i["pattern"], "results": i["results"], "metrics": i["metrics"],
-                       "failures": i["messages"]} for m, i in per_model.items()},
+        "models": {
+            m: {"pattern": i["pattern"], "results": i["results"], "metrics": i["metrics"], "failures": i["messages"]}
+            for m, i in per_model.items()
+        },
     }
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
     config._omnitts_written = (md, js, out / "results.json")

@@ -155,7 +155,9 @@ def load(version: str, tree: Path | None = None) -> ReleaseConsolidation:
                 exec(compile(ast.fix_missing_locations(single), str(path), "exec"), ns)
         for node in assigns:
             try:
-                exec(compile(ast.fix_missing_locations(ast.Module(body=[node], type_ignores=[])), str(path), "exec"), ns)
+                exec(
+                    compile(ast.fix_missing_locations(ast.Module(body=[node], type_ignores=[])), str(path), "exec"), ns
+                )
             except Exception:  # noqa: BLE001 - an unneeded module constant may need vLLM
                 pass
         body = ast.Module(body=[*funcs, state], type_ignores=[])

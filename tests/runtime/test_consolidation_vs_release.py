@@ -7,12 +7,11 @@ release tree that is absent skips its cases (the CI image has all nine).
 from __future__ import annotations
 
 import pytest
+import release_source
 import torch
 
 from omnitts.validators.runtime.consolidation import EraAccumulator, RealStateAdapter
 from omnitts.validators.runtime.releases import KNOWN_RELEASES, consolidation_era
-
-import release_source
 
 SR = torch.tensor(16000, dtype=torch.int32)
 
@@ -26,14 +25,28 @@ def _wave(n: int, seed: int, shape: tuple[int, ...] | None = None) -> torch.Tens
 CORPUS: dict[str, tuple[str | None, list]] = {
     "delta_1d_with_sr": ("audio", [{"model_outputs": _wave(n, i), "sr": SR} for i, n in enumerate((5, 7, 3, 9))]),
     "delta_2d_with_sr": ("audio", [{"model_outputs": _wave(n, i, (1, n)), "sr": SR} for i, n in enumerate((4, 6))]),
-    "uneven_shapes": ("audio", [{"model_outputs": _wave(4, 0, (1, 4))}, {"model_outputs": _wave(6, 1)}, {"model_outputs": _wave(2, 2, (2, 1))}]),
+    "uneven_shapes": (
+        "audio",
+        [
+            {"model_outputs": _wave(4, 0, (1, 4))},
+            {"model_outputs": _wave(6, 1)},
+            {"model_outputs": _wave(2, 2, (2, 1))},
+        ],
+    ),
     "single_step": ("audio", [{"model_outputs": _wave(8, 3), "sr": SR}]),
     "audio_key_direct": ("audio", [{"audio": _wave(3, i), "sr": SR} for i in range(3)]),
-    "hidden_and_model_outputs": ("audio", [{"hidden": _wave(2, 10 + i), "model_outputs": _wave(4, i)} for i in range(3)]),
+    "hidden_and_model_outputs": (
+        "audio",
+        [{"hidden": _wave(2, 10 + i), "model_outputs": _wave(4, i)} for i in range(3)],
+    ),
     "codes_and_meta": (
         "audio",
         [
-            {"model_outputs": _wave(4, i), "codes.audio": torch.full((1, 2), i), "meta": {"finished": torch.tensor(i == 2)}}
+            {
+                "model_outputs": _wave(4, i),
+                "codes.audio": torch.full((1, 2), i),
+                "meta": {"finished": torch.tensor(i == 2)},
+            }
             for i in range(3)
         ],
     ),
@@ -44,7 +57,14 @@ CORPUS: dict[str, tuple[str | None, list]] = {
     "raw_tensor_payload": ("audio", [_wave(3, i) for i in range(3)]),
     "chunk_metadata": (
         "audio",
-        [{"model_outputs": _wave(3, i), "tts_is_last_chunk": torch.tensor(i == 2), "meta.segment_end": torch.tensor(i)} for i in range(3)],
+        [
+            {
+                "model_outputs": _wave(3, i),
+                "tts_is_last_chunk": torch.tensor(i == 2),
+                "meta.segment_end": torch.tensor(i),
+            }
+            for i in range(3)
+        ],
     ),
     "sr_list_1d": ("audio", [{"model_outputs": _wave(3, i), "sr": torch.tensor([16000])} for i in range(3)]),
 }
@@ -60,9 +80,11 @@ def _same(a, b) -> bool:
             and torch.equal(a, b)
         )
     if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) or isinstance(b, dict):
-        return isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        return (
+            isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        )
     return a == b
 
 
@@ -82,7 +104,9 @@ def _describe(d) -> str:
 VERSIONS = [v for v in KNOWN_RELEASES if v in release_source.available_versions()]
 
 
-@pytest.fixture(scope="module", params=VERSIONS or [pytest.param(None, marks=pytest.mark.skip(reason="no release trees"))])
+@pytest.fixture(
+    scope="module", params=VERSIONS or [pytest.param(None, marks=pytest.mark.skip(reason="no release trees"))]
+)
 def release(request):
     return release_source.load(request.param)
 
@@ -104,10 +128,13 @@ def _fresh_payloads(payloads):
 def test_era_matches_release(release, case, kind):
     mm_type, payloads = CORPUS[case]
     era = consolidation_era(release.version)
-    kind_enum = {"final_only": release_source.RequestOutputKind.FINAL_ONLY, "delta": release_source.RequestOutputKind.DELTA}[kind]
+    kind_enum = {
+        "final_only": release_source.RequestOutputKind.FINAL_ONLY,
+        "delta": release_source.RequestOutputKind.DELTA,
+    }[kind]
     real = RealStateAdapter(release.state_cls, era, release.payload_cls, kind_enum)
     ours = EraAccumulator(era, output_kind=kind)
-    for p_real, p_ours in zip(_fresh_payloads(payloads), _fresh_payloads(payloads)):
+    for p_real, p_ours in zip(_fresh_payloads(payloads), _fresh_payloads(payloads), strict=True):
         real.add(p_real, mm_type)
         ours.add(p_ours, mm_type)
     got_real, got_ours = real.consolidate(), ours.consolidate()

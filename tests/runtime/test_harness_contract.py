@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-import toys
 import torch
+import toys
 from torch import nn
 
 from omnitts.validators.runtime.harness import ContractError, Engine, ModelError, count_frames
@@ -76,8 +76,14 @@ def _run(subject, plans=None, **kw):
 
 @pytest.mark.parametrize(
     "release,runner,key",
-    [("0.16.0", "v1", None), ("0.18.0", "v1", None), ("0.20.0", "v1", "request_id"), ("0.22.0", "v1", "request_id"),
-     ("0.30.0", "v1", "request_id"), ("0.30.0", "v2", "req_id")],
+    [
+        ("0.16.0", "v1", None),
+        ("0.18.0", "v1", None),
+        ("0.20.0", "v1", "request_id"),
+        ("0.22.0", "v1", "request_id"),
+        ("0.30.0", "v1", "request_id"),
+        ("0.30.0", "v2", "req_id"),
+    ],
 )
 def test_preprocess_receives_the_release_id_key(release, runner, key):
     model, run = _run(_subject(Probe, release=release, runner=runner))
@@ -94,8 +100,13 @@ def test_preprocess_receives_the_release_id_key(release, runner, key):
     assert all(("_omni_prompt_len" in i) == prof.writes_omni_progress_keys for i in pre)
 
 
-@pytest.mark.parametrize("release,names", [("0.16.0", ["runtime_additional_information"]),
-                                           ("0.20.0", ["model_intermediate_buffer", "runtime_additional_information"])])
+@pytest.mark.parametrize(
+    "release,names",
+    [
+        ("0.16.0", ["runtime_additional_information"]),
+        ("0.20.0", ["model_intermediate_buffer", "runtime_additional_information"]),
+    ],
+)
 def test_forward_kwargs_per_release(release, names):
     model, _ = _run(_subject(Probe, release=release))
     fwd = [c for c in model.calls if c[0] == "forward"]
@@ -224,7 +235,9 @@ def test_outputs_aliasing_is_detected():
         def forward(self, input_ids, positions, **kw):
             out = super().forward(input_ids, positions, **kw)
             self.buf.copy_(positions[:1].float().expand(4))
-            return toys.OmniOutput(out.text_hidden_states, {"model_outputs": [self.buf] * len(kw["runtime_additional_information"])})
+            return toys.OmniOutput(
+                out.text_hidden_states, {"model_outputs": [self.buf] * len(kw["runtime_additional_information"])}
+            )
 
     eng = Engine(_subject(Aliasing, n=1), check_aliasing=True)
     eng.run(eng.subject.prompts, "t")

@@ -53,7 +53,13 @@ def test_template_consumer_handles_every_form():
         pytest.skip("scaffold template not present")
     assert "end2end.py" in origin
     want = torch.arange(6.0)
-    for form in (want, want.reshape(1, -1), list(want.split(2)), [c.reshape(1, -1) for c in want.split(3)], want.numpy()):
+    for form in (
+        want,
+        want.reshape(1, -1),
+        list(want.split(2)),
+        [c.reshape(1, -1) for c in want.split(3)],
+        want.numpy(),
+    ):
         assert torch.equal(torch.as_tensor(np.asarray(fn(form))).reshape(-1).float(), want)
     assert fn(torch.tensor(2.0)).numel() == 1
 

@@ -35,11 +35,31 @@ def test_checks_need_a_model():
 
 
 def test_toys_pass_mutants_fail_under_xdist(tmp_path):
-    models = [f"{TOYS}:two_stage", f"{TOYS}:single_stage", f"{TOYS}:two_stage@no_context", f"{TOYS}:single_stage@shared",
-              f"{TOYS}:two_stage@leak", f"{TOYS}:two_stage@sync", f"{TOYS}:single_stage@replay",
-              f"{TOYS}:single_stage@raise", f"{TOYS}:single_stage@hang"]
-    proc = _pytest("validators", "--model", ",".join(models), "-n", "2", "-q", "--omnitts-out", str(tmp_path),
-                   "--check-timeout", "6", "-k", "not static and not graph_breaks")
+    models = [
+        f"{TOYS}:two_stage",
+        f"{TOYS}:single_stage",
+        f"{TOYS}:two_stage@no_context",
+        f"{TOYS}:single_stage@shared",
+        f"{TOYS}:two_stage@leak",
+        f"{TOYS}:two_stage@sync",
+        f"{TOYS}:single_stage@replay",
+        f"{TOYS}:single_stage@raise",
+        f"{TOYS}:single_stage@hang",
+    ]
+    proc = _pytest(
+        "validators",
+        "--model",
+        ",".join(models),
+        "-n",
+        "2",
+        "-q",
+        "--omnitts-out",
+        str(tmp_path),
+        "--check-timeout",
+        "6",
+        "-k",
+        "not static and not graph_breaks",
+    )
     assert proc.returncode == 1, proc.stdout[-3000:]
     res = json.loads((tmp_path / "results.json").read_text())["models"]
     failed = {m.split(":", 1)[1]: {c for c, s in r["results"].items() if s == "failed"} for m, r in res.items()}
@@ -63,8 +83,17 @@ def test_toys_pass_mutants_fail_under_xdist(tmp_path):
 
 
 def test_static_check_fails_closed_without_the_static_module(tmp_path):
-    proc = _pytest("validators", "--model", f"{TOYS}:single_stage", "-q", "-k", "static", "--omnitts-out", str(tmp_path),
-                   pre="sys.modules['omnitts.validators.static.api'] = None")
+    proc = _pytest(
+        "validators",
+        "--model",
+        f"{TOYS}:single_stage",
+        "-q",
+        "-k",
+        "static",
+        "--omnitts-out",
+        str(tmp_path),
+        pre="sys.modules['omnitts.validators.static.api'] = None",
+    )
     assert proc.returncode == 1
     assert "fail closed" in proc.stdout
 
@@ -72,10 +101,16 @@ def test_static_check_fails_closed_without_the_static_module(tmp_path):
 def test_omnitts_validate_from_another_directory(tmp_path):
     from omnitts.validators import plugin
 
-    code = ("import sys; from omnitts.validators.plugin import run_from_anywhere; "
-            "sys.exit(run_from_anywhere(sys.argv[1:]))")
-    proc = subprocess.run([sys.executable, "-c", code, "--model", f"{TOYS}:single_stage", "-q", "-k", "i2"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    code = (
+        "import sys; from omnitts.validators.plugin import run_from_anywhere; sys.exit(run_from_anywhere(sys.argv[1:]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "--model", f"{TOYS}:single_stage", "-q", "-k", "i2"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert (tmp_path / "omnitts-out" / "checklist.md").is_file()
     assert plugin.CHECK_MARK == "omnitts_check"

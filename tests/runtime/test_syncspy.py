@@ -79,3 +79,17 @@ def test_graph_breaks_counts_an_item_break():
 
     out = graph_breaks(step, torch.ones(4))
     assert out["graph_break_count"] >= 1 and out["break_reasons"]
+
+
+def test_suppression_comment_is_honoured_and_reported():
+    def model_code():
+        # omnitts: ignore[OMNI-I3-003] one read per chunk, after the loop
+        return X.tolist()
+
+    spy = SyncSpy([__file__])
+    with torch.inference_mode(), spy.armed("t"):
+        model_code()
+        X.sum().item()
+    events = spy.report.events
+    assert len(events) == 2 and events[0].suppressed and "one read per chunk" in events[0].suppressed
+    assert events[1].suppressed is None and spy.report.steps["t"] == 1

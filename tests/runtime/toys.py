@@ -56,7 +56,9 @@ def _decode(codes_qf: torch.Tensor, prev: torch.Tensor | None = None) -> torch.T
     """codes [Q, F] -> F*HOP samples; each frame also depends on the previous frame (left context)."""
     q, f = codes_qf.shape
     c = codes_qf.float()
-    shifted = torch.cat([torch.zeros(q, 1, device=c.device) if prev is None else prev.float().reshape(q, 1), c[:, :-1]], 1)
+    shifted = torch.cat(
+        [torch.zeros(q, 1, device=c.device) if prev is None else prev.float().reshape(q, 1), c[:, :-1]], 1
+    )
     base = (c[0] * 0.37 + c[1] * 0.11 + shifted[0] * 0.23 - shifted[1] * 0.05).reshape(f, 1)
     t = torch.arange(HOP, device=c.device, dtype=torch.float32).reshape(1, HOP)
     return torch.sin(base * (t + 1.0) * 0.1).reshape(-1)
@@ -95,8 +97,15 @@ class ToyTalker(nn.Module):
         emb = self.embed[input_ids.clamp(0, VOCAB - 1)]
         return input_ids, emb, {}
 
-    def forward(self, input_ids, positions, intermediate_tensors=None, inputs_embeds=None,
-                runtime_additional_information=None, **kwargs):
+    def forward(
+        self,
+        input_ids,
+        positions,
+        intermediate_tensors=None,
+        inputs_embeds=None,
+        runtime_additional_information=None,
+        **kwargs,
+    ):
         """Delta: each call returns only this step's codec frame per request (under codes.audio)."""
         infos = runtime_additional_information or []
         if self.config.bug == "sync":
@@ -128,7 +137,9 @@ class ToyTalker(nn.Module):
 
     def compute_logits(self, hidden):
         logits = hidden @ self.head
-        logits[:, EOS] = torch.where(hidden[:, 0] <= 0, torch.full_like(hidden[:, 0], 1e4), torch.full_like(hidden[:, 0], -1e4))
+        logits[:, EOS] = torch.where(
+            hidden[:, 0] <= 0, torch.full_like(hidden[:, 0], 1e4), torch.full_like(hidden[:, 0], -1e4)
+        )
         return logits
 
     def on_requests_finished(self, finished_req_ids):
@@ -149,8 +160,16 @@ class ToyCode2Wav(nn.Module):
         self.enable_update_additional_information = True
         self._prev: dict[str, torch.Tensor] = {}
 
-    def forward(self, input_ids, positions, intermediate_tensors=None, inputs_embeds=None,
-                runtime_additional_information=None, seq_token_counts=None, **kwargs):
+    def forward(
+        self,
+        input_ids,
+        positions,
+        intermediate_tensors=None,
+        inputs_embeds=None,
+        runtime_additional_information=None,
+        seq_token_counts=None,
+        **kwargs,
+    ):
         """Delta: decodes only the new frames of each request's chunk (left context is dropped)."""
         infos = runtime_additional_information or []
         counts = seq_token_counts or [input_ids.numel()]
@@ -219,16 +238,28 @@ class ToySingleStage(nn.Module):
     def preprocess(self, input_ids, input_embeds, **info):
         return self.talker.preprocess(input_ids, input_embeds, **info)
 
-    def forward(self, input_ids, positions, intermediate_tensors=None, inputs_embeds=None,
-                runtime_additional_information=None, **kwargs):
+    def forward(
+        self,
+        input_ids,
+        positions,
+        intermediate_tensors=None,
+        inputs_embeds=None,
+        runtime_additional_information=None,
+        **kwargs,
+    ):
         """Delta: returns only the audio of this step's new frame for each request."""
         if self.config.bug == "raise" and int(positions.min()) >= 3:
             raise RuntimeError("toy bug: forward exploded")
         if self.config.bug == "hang" and int(positions.min()) >= 3:
             while True:
                 pass
-        out = self.talker(input_ids, positions, inputs_embeds=inputs_embeds,
-                          runtime_additional_information=runtime_additional_information, **kwargs)
+        out = self.talker(
+            input_ids,
+            positions,
+            inputs_embeds=inputs_embeds,
+            runtime_additional_information=runtime_additional_information,
+            **kwargs,
+        )
         hidden, codes = out.text_hidden_states, out.multimodal_outputs["codes"]["audio"]
         infos = runtime_additional_information or []
         last_codes = codes.index_select(0, kwargs["logits_index"])
@@ -265,8 +296,12 @@ TEXTS = ["hi", "hello there", "a slightly longer sentence", "medium text here", 
 
 def plans(n: int = 4, max_tokens: int = 40) -> list[RequestPlan]:
     return [
-        RequestPlan(ext_id=f"req-{i}", prompt_token_ids=[3] * (2 + i % 3),
-                    additional_information={"text": [TEXTS[i % len(TEXTS)]]}, max_tokens=max_tokens)
+        RequestPlan(
+            ext_id=f"req-{i}",
+            prompt_token_ids=[3] * (2 + i % 3),
+            additional_information={"text": [TEXTS[i % len(TEXTS)]]},
+            max_tokens=max_tokens,
+        )
         for i in range(n)
     ]
 
@@ -289,8 +324,13 @@ def _reference(plan: RequestPlan, eos_frame: bool) -> torch.Tensor:
         _, emb, _ = m.preprocess(ids, None, **info)
         pos = torch.arange(len(ids))
         while True:
-            out = m(ids, pos, inputs_embeds=emb, runtime_additional_information=[info],
-                    logits_index=torch.tensor([len(ids) - 1]))
+            out = m(
+                ids,
+                pos,
+                inputs_embeds=emb,
+                runtime_additional_information=[info],
+                logits_index=torch.tensor([len(ids) - 1]),
+            )
             hidden = out.text_hidden_states
             tok = int(m.compute_logits(hidden[-1:]).argmax(-1))
             if tok == EOS or len(frames) + 1 >= plan.max_tokens:
@@ -317,7 +357,16 @@ def two_stage(bug: str | None = None, release: str = "0.20.0") -> RuntimeSubject
         pattern="two-stage",
         release=release,
         stages=[
-            StageSpec(0, "toy", "ar", lambda: ToyTalker(cfg), engine_output_type="latent", final_output=False, cls=ToyTalker, config=cfg),
+            StageSpec(
+                0,
+                "toy",
+                "ar",
+                lambda: ToyTalker(cfg),
+                engine_output_type="latent",
+                final_output=False,
+                cls=ToyTalker,
+                config=cfg,
+            ),
             StageSpec(1, "toy_code2wav", "generation", lambda: ToyCode2Wav(cfg), cls=ToyCode2Wav, config=cfg),
         ],
         prompts=plans(),
@@ -327,7 +376,11 @@ def two_stage(bug: str | None = None, release: str = "0.20.0") -> RuntimeSubject
         async_chunk_fn=talker2code2wav_async_chunk,
         connector_extra=extra,
         reference=_reference_two,
-        consumer=lambda a: torch.cat([torch.as_tensor(x).reshape(-1) for x in a]) if isinstance(a, list) else torch.as_tensor(a).reshape(-1),
+        consumer=lambda a: (
+            torch.cat([torch.as_tensor(x).reshape(-1) for x in a])
+            if isinstance(a, list)
+            else torch.as_tensor(a).reshape(-1)
+        ),
         consumer_origin="toys.consumer",
         source_files=[Path(__file__)],
         model_files=[Path(__file__)],
@@ -347,7 +400,11 @@ def single_stage(bug: str | None = None, release: str = "0.20.0") -> RuntimeSubj
         hop_length=HOP,
         eos_token_id=EOS,
         reference=_reference_single,
-        consumer=lambda a: torch.cat([torch.as_tensor(x).reshape(-1) for x in a]) if isinstance(a, list) else torch.as_tensor(a).reshape(-1),
+        consumer=lambda a: (
+            torch.cat([torch.as_tensor(x).reshape(-1) for x in a])
+            if isinstance(a, list)
+            else torch.as_tensor(a).reshape(-1)
+        ),
         consumer_origin="toys.consumer",
         source_files=[Path(__file__)],
         model_files=[Path(__file__)],

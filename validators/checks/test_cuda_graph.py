@@ -52,8 +52,14 @@ def test_cuda_graph_matches_eager(ctx, record):
     same = tokens[True] == tokens[False]
     eager, graph = timings[False]["stage0_steady_s"], timings[True]["stage0_steady_s"]
     speedup = eager / graph if graph > 0 else float("nan")
-    record(tokens_equal=same, eager_stage0_s=eager, graph_stage0_s=graph, speedup=round(speedup, 3),
-           wall_eager_s=timings[False]["wall_s"], wall_graph_s=timings[True]["wall_s"])
+    record(
+        tokens_equal=same,
+        eager_stage0_s=eager,
+        graph_stage0_s=graph,
+        speedup=round(speedup, 3),
+        wall_eager_s=timings[False]["wall_s"],
+        wall_graph_s=timings[True]["wall_s"],
+    )
     if not same:
         diff = [e for e in tokens[True] if tokens[True][e] != tokens[False][e]]
         pytest.fail(f"CUDA graph: replayed tokens differ from eager for {diff}", pytrace=False)

@@ -29,7 +29,9 @@ def test_i1_stream_equals_offline(ctx, record):
         raw = (res.offline or {}).get("audio")
         if isinstance(raw, list):
             p_str = ctx.write_audio("i1_stream_vs_offline", f"{ext}_stream", stream, res.sample_rate)
-            p_last = ctx.write_audio("i1_stream_vs_offline", f"{ext}_offline_last_chunk", raw[-1] if raw else [], res.sample_rate)
+            p_last = ctx.write_audio(
+                "i1_stream_vs_offline", f"{ext}_offline_last_chunk", raw[-1] if raw else [], res.sample_rate
+            )
             problems.append(
                 f"{ext}: the offline output's 'audio' is a list of {len(raw)} chunks, not one waveform: the "
                 f"consolidation ({run.consolidation}) skipped the audio key, so offline consumers that take the value "
@@ -56,8 +58,11 @@ def test_i1_declared_semantics(ctx, record):
     cls = sub.final_stage.cls
     declared, doc = declared_semantics(cls)
     if declared is None:
-        pytest.fail(f"I1: {cls.__module__}.{cls.__qualname__}.forward() docstring declares neither 'delta' nor "
-                    f"'cumulative' (docstring: {doc[:120]!r})", pytrace=False)
+        pytest.fail(
+            f"I1: {cls.__module__}.{cls.__qualname__}.forward() docstring declares neither 'delta' nor "
+            f"'cumulative' (docstring: {doc[:120]!r})",
+            pytrace=False,
+        )
     runs = ctx.solo_runs()
     longest = max(runs, key=lambda e: len(runs[e].requests[e].deltas))
     res = runs[longest].requests[longest]
@@ -66,12 +71,18 @@ def test_i1_declared_semantics(ctx, record):
     record(declared=declared, observed=observed)
     if declared != observed:
         p = ctx.write_run("i1_declared_semantics", runs[longest])
-        pytest.fail(f"I1: forward() declares {declared!r} but behaves {observed!r} for {longest}: "
-                    f"{replay or 'no delta re-emits the previous one'}; listen: {p[longest]}", pytrace=False)
+        pytest.fail(
+            f"I1: forward() declares {declared!r} but behaves {observed!r} for {longest}: "
+            f"{replay or 'no delta re-emits the previous one'}; listen: {p[longest]}",
+            pytrace=False,
+        )
     if declared == "cumulative":
-        pytest.fail("I1: forward() declares cumulative output; vLLM-Omni "
-                    f"{ctx.profile.version} consolidation concatenates every step (offline consumers hear replays) "
-                    "- emit deltas", pytrace=False)
+        pytest.fail(
+            "I1: forward() declares cumulative output; vLLM-Omni "
+            f"{ctx.profile.version} consolidation concatenates every step (offline consumers hear replays) "
+            "- emit deltas",
+            pytrace=False,
+        )
 
 
 @pytest.mark.omnitts_check("i1.matches_reference")
@@ -94,8 +105,12 @@ def test_i1_matches_reference(ctx, record):
         exact += int(cmp.exact)
         if not cmp:
             problems.append(f"{plan.ext_id}: {cmp.verdict}; listen: {p_got} (reference next to it)")
-    record(bit_exact=f"{exact}/{len(sub.prompts)}", rtol=tol["rtol"], atol=tol["atol"],
-           extra_checks={"artifacts.wav": "passed"})
+    record(
+        bit_exact=f"{exact}/{len(sub.prompts)}",
+        rtol=tol["rtol"],
+        atol=tol["atol"],
+        extra_checks={"artifacts.wav": "passed"},
+    )
     if problems:
         _fail(problems, f"I1: streamed audio differs from the reference (rtol={tol['rtol']:g}, atol={tol['atol']:g})")
 
@@ -105,8 +120,9 @@ def test_i1_duration_and_sr(ctx, record):
     """duration == frames x hop_length / sample_rate for every request; the sample rate is reported."""
     sub = ctx.subject
     if not sub.hop_length:
-        pytest.fail(f"I1: {sub.name}: hop length unknown (the config has no hop_length); cannot check duration",
-                    pytrace=False)
+        pytest.fail(
+            f"I1: {sub.name}: hop length unknown (the config has no hop_length); cannot check duration", pytrace=False
+        )
     problems, durations = [], {}
     for ext, run in ctx.solo_runs().items():
         res = run.requests[ext]
@@ -123,8 +139,10 @@ def test_i1_duration_and_sr(ctx, record):
         if got != want:
             p = ctx.write_audio("i1_duration", ext, res.stream_audio, sr or sub.sample_rate)
             kind = "TRUNCATION" if got < want else "REPLAY/EXTRA"
-            problems.append(f"{ext}: {kind}: {got} samples ({got / sub.sample_rate:.3f} s) but {frames} frames x hop "
-                            f"{sub.hop_length} = {want} samples ({want / sub.sample_rate:.3f} s); listen: {p}")
+            problems.append(
+                f"{ext}: {kind}: {got} samples ({got / sub.sample_rate:.3f} s) but {frames} frames x hop "
+                f"{sub.hop_length} = {want} samples ({want / sub.sample_rate:.3f} s); listen: {p}"
+            )
     record(durations_s=durations, sample_rate=sub.sample_rate, hop_length=sub.hop_length)
     if problems:
         _fail(problems, "I1: duration / sample rate")
@@ -139,17 +157,24 @@ def test_i1_model_outputs_every_step(ctx, record):
         for j, payload in enumerate(res.payloads):
             val = payload.get("model_outputs", payload.get("audio"))
             if not isinstance(val, torch.Tensor):
-                problems.append(f"{ext} step {j}: no model_outputs tensor (payload keys {sorted(payload)}); "
-                                "a return path skipped it, the serving layer drops this step's audio")
+                problems.append(
+                    f"{ext} step {j}: no model_outputs tensor (payload keys {sorted(payload)}); "
+                    "a return path skipped it, the serving layer drops this step's audio"
+                )
                 continue
             if val.dtype != torch.float32:
-                problems.append(f"{ext} step {j}: audio dtype {val.dtype}, expected float32 (codec decoders run in float32)")
+                problems.append(
+                    f"{ext} step {j}: audio dtype {val.dtype}, expected float32 (codec decoders run in float32)"
+                )
             if val.dim() != 1:
                 problems.append(f"{ext} step {j}: audio shape {tuple(val.shape)}, expected 1-D")
             if "sr" not in payload:
                 problems.append(f"{ext} step {j}: no 'sr' next to model_outputs")
         if not res.payloads:
             problems.append(f"{ext}: the audio stage never produced output")
-    record(device=ctx.options.device, extra_checks={"device.cuda": "passed"} if ctx.options.device == "cuda" and not problems else None)
+    record(
+        device=ctx.options.device,
+        extra_checks={"device.cuda": "passed"} if ctx.options.device == "cuda" and not problems else None,
+    )
     if problems:
         _fail(problems[:12], f"I1: model_outputs missing or malformed ({len(problems)} problems)")

@@ -16,8 +16,11 @@ def test_i2_consumer_forms(ctx, record):
     sub = ctx.subject
     consumer = sub.consumer
     if consumer is None:
-        pytest.fail(f"I2: {sub.name}: no consumer function of multimodal_output['audio'] found (expected "
-                    "as_waveform(audio) in the example end2end.py, or Subject.consumer)", pytrace=False)
+        pytest.fail(
+            f"I2: {sub.name}: no consumer function of multimodal_output['audio'] found (expected "
+            "as_waveform(audio) in the example end2end.py, or Subject.consumer)",
+            pytrace=False,
+        )
     runs = ctx.solo_runs()
     ext = max(runs, key=lambda e: len(runs[e].requests[e].deltas))
     res = runs[ext].requests[ext]
@@ -29,9 +32,15 @@ def test_i2_consumer_forms(ctx, record):
         "list[Tensor] (pre-consolidation snapshot)": ([d.clone() for d in deltas], full),
         "list[Tensor[1,n]]": ([d.reshape(1, -1).clone() for d in deltas], full),
         "np.ndarray": (full.numpy().copy(), full),
-        "scalar 0-d Tensor": (full[:1].reshape(()).clone() if full.numel() else torch.tensor(0.0), full[:1] if full.numel() else torch.zeros(1)),
+        "scalar 0-d Tensor": (
+            full[:1].reshape(()).clone() if full.numel() else torch.tensor(0.0),
+            full[:1] if full.numel() else torch.zeros(1),
+        ),
         "python float": (float(full[0]) if full.numel() else 0.0, full[:1] if full.numel() else torch.zeros(1)),
-        f"release {ctx.profile.version} offline output": (res.offline.get("audio") if res.offline else None, offline_audio(res.offline)),
+        f"release {ctx.profile.version} offline output": (
+            res.offline.get("audio") if res.offline else None,
+            offline_audio(res.offline),
+        ),
     }
     problems = []
     for name, (value, want) in forms.items():
@@ -45,5 +54,7 @@ def test_i2_consumer_forms(ctx, record):
             problems.append(f"{name}: returned {tuple(got.shape)} samples, expected {tuple(want.shape)}")
     record(consumer=sub.consumer_origin or getattr(consumer, "__qualname__", str(consumer)), forms=len(forms))
     if problems:
-        pytest.fail(f"I2: consumer {sub.consumer_origin or consumer} mishandles output forms:\n  " + "\n  ".join(problems),
-                    pytrace=False)
+        pytest.fail(
+            f"I2: consumer {sub.consumer_origin or consumer} mishandles output forms:\n  " + "\n  ".join(problems),
+            pytrace=False,
+        )

@@ -14,7 +14,9 @@ pytestmark = pytest.mark.usefixtures("model_name")
 def test_i4_concurrent_equals_solo(ctx, record):
     sub = ctx.subject
     if len(sub.prompts) < 4:
-        pytest.fail(f"I4: {sub.name} has {len(sub.prompts)} prompts; the concurrency check needs at least 4", pytrace=False)
+        pytest.fail(
+            f"I4: {sub.name} has {len(sub.prompts)} prompts; the concurrency check needs at least 4", pytrace=False
+        )
     solo = ctx.solo_audio()
     tol = ctx.tolerance()
     problems, summary = [], {}
@@ -27,7 +29,9 @@ def test_i4_concurrent_equals_solo(ctx, record):
             if res.aborted or ext not in solo:
                 continue
             checked += 1
-            cmp = compare(res.stream_audio, solo[ext], deltas=res.deltas, what=f"{ext} in {name}", ref="its solo run", **tol)
+            cmp = compare(
+                res.stream_audio, solo[ext], deltas=res.deltas, what=f"{ext} in {name}", ref="its solo run", **tol
+            )
             exact += int(cmp.exact)
             if not cmp:
                 who = crosstalk(res.stream_audio, solo[ext], solo, ext, res.deltas, tol["rtol"], tol["atol"])
@@ -39,5 +43,8 @@ def test_i4_concurrent_equals_solo(ctx, record):
             problems.append(f"[{name}] only {widest} requests ever shared a stage-0 batch; need >= 4 concurrent")
     record(compositions=summary, rtol=tol["rtol"], atol=tol["atol"])
     if problems:
-        pytest.fail(f"I4: concurrent audio differs from solo audio (rtol={tol['rtol']:g}, atol={tol['atol']:g}):\n  "
-                    + "\n  ".join(problems[:8]), pytrace=False)
+        pytest.fail(
+            f"I4: concurrent audio differs from solo audio (rtol={tol['rtol']:g}, atol={tol['atol']:g}):\n  "
+            + "\n  ".join(problems[:8]),
+            pytrace=False,
+        )

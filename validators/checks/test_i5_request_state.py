@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from omnitts.validators.runtime import state
-from omnitts.validators.runtime.scenarios import compositions, short_plans
+from omnitts.validators.runtime.scenarios import short_plans
 
 pytestmark = pytest.mark.usefixtures("model_name")
 
@@ -21,7 +21,6 @@ def _ids(run) -> dict[str, str]:
 
 @pytest.mark.omnitts_check("i5.state_freed")
 def test_i5_state_freed_after_finish_and_abort(ctx, record):
-    sub = ctx.subject
     problems = []
     for name in ("all_at_once", "with_abort"):
         run = ctx.composition(name)  # shared with I4; run.models are the stage models after the run drained
@@ -31,13 +30,18 @@ def test_i5_state_freed_after_finish_and_abort(ctx, record):
             when = "abort" if any(a in line for a in aborted) else "finish"
             problems.append(f"after {when} ({name}): {line}")
     notified = ctx.profile
-    record(finish_hook_ar=notified.ar_notifies_finish, finish_hook_generation=notified.generation_notifies_finish,
-           id_key=notified.preprocess_id_key)
+    record(
+        finish_hook_ar=notified.ar_notifies_finish,
+        finish_hook_generation=notified.generation_notifies_finish,
+        id_key=notified.preprocess_id_key,
+    )
     if problems:
         pytest.fail(
             f"I5: per-request entries survive the request (vLLM-Omni {notified.version} passes scheduler ids "
             f"to on_requests_finished; key state by {notified.preprocess_id_key or 'the runner buffer'}):\n  "
-            + "\n  ".join(problems[:10]), pytrace=False)
+            + "\n  ".join(problems[:10]),
+            pytrace=False,
+        )
 
 
 @pytest.mark.omnitts_check("i5.no_growth")
@@ -54,8 +58,11 @@ def test_i5_no_growth_over_100_requests(ctx, record):
     grew = state.growth(base, after)
     record(containers=len(after), requests=len(plans))
     if grew:
-        pytest.fail("I5: model state grows over 100 sequential requests (after request 1 -> after request 100):\n  "
-                    + "\n  ".join(grew[:10]), pytrace=False)
+        pytest.fail(
+            "I5: model state grows over 100 sequential requests (after request 1 -> after request 100):\n  "
+            + "\n  ".join(grew[:10]),
+            pytrace=False,
+        )
 
 
 @pytest.mark.omnitts_check("i5.outputs_not_aliased")
@@ -67,5 +74,8 @@ def test_i5_outputs_not_aliased(ctx, record):
     record(violations=len(violations), pattern=sub.pattern)
     if violations:
         uniq = sorted(set(violations), key=violations.index)
-        pytest.fail(f"I5: {len(violations)} outputs were overwritten after they were returned "
-                    "(the engine keeps them by reference):\n  " + "\n  ".join(uniq[:8]), pytrace=False)
+        pytest.fail(
+            f"I5: {len(violations)} outputs were overwritten after they were returned "
+            "(the engine keeps them by reference):\n  " + "\n  ".join(uniq[:8]),
+            pytrace=False,
+        )

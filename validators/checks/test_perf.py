@@ -6,7 +6,6 @@ import math
 
 import pytest
 
-
 pytestmark = pytest.mark.usefixtures("model_name")
 
 
@@ -25,13 +24,20 @@ def test_rtf_and_time_to_first_audio(ctx, record):
             if dur <= 0 or res.t_first_audio is None:
                 problems.append(f"{name}/{ext}: no audio")
                 continue
-            rows[ext] = {"audio_s": round(dur, 4), "rtf": round((res.t_finish - res.t_arrive) / dur, 4),
-                         "ttfa_ms": round((res.t_first_audio - res.t_arrive) * 1e3, 3)}
+            rows[ext] = {
+                "audio_s": round(dur, 4),
+                "rtf": round((res.t_finish - res.t_arrive) / dur, 4),
+                "ttfa_ms": round((res.t_first_audio - res.t_arrive) * 1e3, 3),
+            }
         out[name] = rows
     rtfs = [r["rtf"] for rows in out.values() for r in rows.values()]
     ttfa = [r["ttfa_ms"] for rows in out.values() for r in rows.values()]
-    record(per_request=out, device=ctx.options.device,
-           rtf_mean=round(sum(rtfs) / len(rtfs), 4) if rtfs else math.nan,
-           rtf_max=max(rtfs, default=math.nan), ttfa_ms_max=max(ttfa, default=math.nan))
+    record(
+        per_request=out,
+        device=ctx.options.device,
+        rtf_mean=round(sum(rtfs) / len(rtfs), 4) if rtfs else math.nan,
+        rtf_max=max(rtfs, default=math.nan),
+        ttfa_ms_max=max(ttfa, default=math.nan),
+    )
     if problems:
         pytest.fail("no audio to time: " + "; ".join(problems), pytrace=False)

@@ -16,8 +16,11 @@ def _call(fn, **avail):
     if any(p.kind == p.VAR_KEYWORD for p in params.values()):
         return fn(**avail)
     args = {k: v for k, v in avail.items() if k in params}
-    missing = [n for n, p in params.items() if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-               and n not in args]
+    missing = [
+        n
+        for n, p in params.items()
+        if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n not in args
+    ]
     if missing:
         raise TypeError(f"{fn.__qualname__}{inspect.signature(fn)}: cannot supply {missing}")
     return fn(**args)
@@ -28,8 +31,11 @@ def test_static_checks(ctx, record):
     try:
         api = importlib.import_module("omnitts.validators.static.api")
     except ModuleNotFoundError as exc:
-        pytest.fail(f"static checks unavailable: {exc.name} is missing, so the static half of the validation did not "
-                    "run (fail closed; install omnitts with its static validators)", pytrace=False)
+        pytest.fail(
+            f"static checks unavailable: {exc.name} is missing, so the static half of the validation did not "
+            "run (fail closed; install omnitts with its static validators)",
+            pytrace=False,
+        )
     sub = ctx.subject
     files = [Path(p) for p in sub.source_files]
     tree_root = Path(sub.extra["root"]) if sub.kind == "tree" else None
@@ -37,8 +43,18 @@ def test_static_checks(ctx, record):
     pkg = Path(inspect.getfile(stage0)).resolve().parent if stage0 is not None else None
     if pkg is None:
         pytest.fail(f"static checks: cannot locate the model package of {sub.name}", pytrace=False)
-    avail = {"model_dir": pkg, "package": pkg, "package_dir": pkg, "path": pkg, "name": sub.name,
-             "model": sub.name, "tree_root": tree_root, "root": tree_root, "paths": files or [pkg], "files": files}
+    avail = {
+        "model_dir": pkg,
+        "package": pkg,
+        "package_dir": pkg,
+        "path": pkg,
+        "name": sub.name,
+        "model": sub.name,
+        "tree_root": tree_root,
+        "root": tree_root,
+        "paths": files or [pkg],
+        "files": files,
+    }
     try:
         if hasattr(api, "lint_model_package"):
             result = _call(api.lint_model_package, **avail)
@@ -58,10 +74,18 @@ def test_static_checks(ctx, record):
             inv[key] = "failed"
     extra = {k: inv.get(k, "passed") for k in ("static.I1", "static.I2", "static.I3", "static.I5")}
     rules = sorted({f.rule for f in bad})
-    record(findings=len(findings), errors=len(bad), rules=rules, internal_errors=errors[:5], package=str(pkg),
-           extra_checks=extra)
+    record(
+        findings=len(findings),
+        errors=len(bad),
+        rules=rules,
+        internal_errors=errors[:5],
+        package=str(pkg),
+        extra_checks=extra,
+    )
     if errors:
-        pytest.fail("static checks failed internally (fail closed):\n  " + "\n  ".join(map(str, errors[:10])), pytrace=False)
+        pytest.fail(
+            "static checks failed internally (fail closed):\n  " + "\n  ".join(map(str, errors[:10])), pytrace=False
+        )
     if bad:
         lines = [f"{f.path}:{f.line} {f.rule} [{getattr(f, 'invariant', '')}] {f.message}" for f in bad[:15]]
         pytest.fail(f"static checks: {len(bad)} error findings:\n  " + "\n  ".join(lines), pytrace=False)

@@ -49,7 +49,9 @@ class ModelContext:
     def subject(self) -> RuntimeSubject:
         if self._subject is None and self._load_error is None:
             try:
-                self._subject = load_subject(self.name, self.options.omni_root, self.options.release, self.options.device)
+                self._subject = load_subject(
+                    self.name, self.options.omni_root, self.options.release, self.options.device
+                )
             except LoadError as exc:
                 self._load_error = str(exc)
             except Exception as exc:  # noqa: BLE001 - import errors in model code are the model's failure
@@ -87,7 +89,9 @@ class ModelContext:
         factory, note = self.consolidation()
         if note.startswith("REAL-TIER-UNAVAILABLE"):
             raise CheckFailure(f"the real-vLLM tier is needed for {self.name!r} but {note.split(': ', 1)[1]}")
-        return Engine(self.subject, device=self.options.device, consolidation_factory=factory, consolidation_source=note, **kw)
+        return Engine(
+            self.subject, device=self.options.device, consolidation_factory=factory, consolidation_source=note, **kw
+        )
 
     def run(self, key: str, plans: list[RequestPlan], **engine_kw) -> RunResult:
         """Run a scenario once per process; a failure is cached and re-raised for every check that needs it."""

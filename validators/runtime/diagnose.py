@@ -38,7 +38,9 @@ def first_divergence(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float)
     return None
 
 
-def find_segment(seg: torch.Tensor, hay: torch.Tensor, rtol: float, atol: float, exclude: int | None = None) -> int | None:
+def find_segment(
+    seg: torch.Tensor, hay: torch.Tensor, rtol: float, atol: float, exclude: int | None = None
+) -> int | None:
     """Offset of ``seg`` inside ``hay`` (within tolerance), preferring offsets != ``exclude``."""
     w = seg.numel()
     if w == 0 or hay.numel() < w:
@@ -61,14 +63,31 @@ def step_of(sample: int, deltas: list[torch.Tensor]) -> int | None:
     return None
 
 
-def compare(got, want, rtol: float = 1e-4, atol: float = 1e-5, deltas: list | None = None, what: str = "stream", ref: str = "reference") -> Comparison:
+def compare(
+    got,
+    want,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+    deltas: list | None = None,
+    what: str = "stream",
+    ref: str = "reference",
+) -> Comparison:
     a, b = _flat(got), _flat(want)
     n = min(a.numel(), b.numel())
     max_abs = float((a[:n] - b[:n]).abs().max()) if n else 0.0
     exact = a.numel() == b.numel() and bool(torch.equal(a, b))
     p = first_divergence(a, b, rtol, atol)
     if p is None:
-        return Comparison(True, exact, max_abs, None, a.numel(), b.numel(), f"{what} equals {ref}" + (" bit-exactly" if exact else f" within rtol={rtol:g}, atol={atol:g} (max |diff| {max_abs:.3g})"))
+        return Comparison(
+            True,
+            exact,
+            max_abs,
+            None,
+            a.numel(),
+            b.numel(),
+            f"{what} equals {ref}"
+            + (" bit-exactly" if exact else f" within rtol={rtol:g}, atol={atol:g} (max |diff| {max_abs:.3g})"),
+        )
     where = ""
     if deltas:
         j = step_of(p, [d.reshape(-1) for d in deltas])
@@ -85,18 +104,32 @@ def compare(got, want, rtol: float = 1e-4, atol: float = 1e-5, deltas: list | No
                 f" samples from {q} on (already streamed) - cumulative output where delta is expected"
             )
         else:
-            verdict = f"EXTRA AUDIO: {what} has {a.numel() - b.numel()} samples more than {ref}; first difference at sample {p}{where}"
+            verdict = (
+                f"EXTRA AUDIO: {what} has {a.numel() - b.numel()} samples more than {ref}; "
+                f"first difference at sample {p}{where}"
+            )
     elif a.numel() < b.numel():
         seg = a[p : p + w]
         q = find_segment(seg, b, rtol, atol, exclude=p) if seg.numel() else None
         if p >= a.numel():
-            verdict = f"TRUNCATION: {what} stops at sample {a.numel()}{where}; {ref} has {b.numel()} ({b.numel() - a.numel()} missing at the end)"
+            verdict = (
+                f"TRUNCATION: {what} stops at sample {a.numel()}{where}; {ref} has {b.numel()} "
+                f"({b.numel() - a.numel()} missing at the end)"
+            )
         elif q is not None and q > p:
-            verdict = f"TRUNCATION: {ref} samples {p}..{q} are missing from {what} at sample {p}{where} (audio skipped: state reset or codes not accumulated)"
+            verdict = (
+                f"TRUNCATION: {ref} samples {p}..{q} are missing from {what} at sample {p}{where} "
+                "(audio skipped: state reset or codes not accumulated)"
+            )
         else:
-            verdict = f"TRUNCATION: {what} has {a.numel()} samples, {ref} {b.numel()}; first difference at sample {p}{where}"
+            verdict = (
+                f"TRUNCATION: {what} has {a.numel()} samples, {ref} {b.numel()}; first difference at sample {p}{where}"
+            )
     else:
-        verdict = f"MISMATCH: same length ({a.numel()}), first difference at sample {p}{where}, max |diff| {max_abs:.3g} (rtol={rtol:g}, atol={atol:g})"
+        verdict = (
+            f"MISMATCH: same length ({a.numel()}), first difference at sample {p}{where}, "
+            f"max |diff| {max_abs:.3g} (rtol={rtol:g}, atol={atol:g})"
+        )
     return Comparison(False, False, max_abs, p, a.numel(), b.numel(), verdict)
 
 
@@ -106,15 +139,19 @@ def detect_replay(deltas: list[torch.Tensor], rtol: float = 1e-4, atol: float = 
     if len(ds) < 3:
         return None
     hits = 0
-    for prev, cur in zip(ds, ds[1:]):
+    for prev, cur in zip(ds, ds[1:], strict=False):
         if cur.numel() > prev.numel() and torch.allclose(cur[: prev.numel()], prev, rtol=rtol, atol=atol):
             hits += 1
     if hits >= max(2, (len(ds) - 1) * 3 // 4):
-        return f"REPLAY: {hits} of {len(ds) - 1} deltas start with the previous delta (cumulative re-decoding from step 0)"
+        return (
+            f"REPLAY: {hits} of {len(ds) - 1} deltas start with the previous delta (cumulative re-decoding from step 0)"
+        )
     return None
 
 
-def crosstalk(got, own_solo, solos: dict[str, torch.Tensor], me: str, deltas: list | None, rtol: float, atol: float) -> str:
+def crosstalk(
+    got, own_solo, solos: dict[str, torch.Tensor], me: str, deltas: list | None, rtol: float, atol: float
+) -> str:
     """Which request's audio ``me`` received, chunk by chunk, when it differs from its solo run."""
     a, own = _flat(got), _flat(own_solo)
     chunks = [_flat(d) for d in deltas] if deltas else [a]
@@ -143,7 +180,9 @@ def crosstalk(got, own_solo, solos: dict[str, torch.Tensor], me: str, deltas: li
                 break
         if source is None:
             off = find_segment(c[: min(n, 64)], own, rtol, atol)
-            source = f"its own audio from sample {off} (shifted)" if off is not None else "nobody's solo audio (corrupted)"
+            source = (
+                f"its own audio from sample {off} (shifted)" if off is not None else "nobody's solo audio (corrupted)"
+            )
         notes.append(f"step {j} samples {pos}..{pos + n}: received {source}")
         pos += n
         if len(notes) >= 4:

@@ -453,7 +453,9 @@ class ARStage(_Stage):
                     raise ContractError("preprocess() must return (input_ids, input_embeds, update_dict)")
                 r_ids, r_emb, upd = res
                 if inputs_embeds is None:
-                    inputs_embeds = torch.empty((input_ids.shape[0], r_emb.shape[-1]), device=r_emb.device, dtype=r_emb.dtype)
+                    inputs_embeds = torch.empty(
+                        (input_ids.shape[0], r_emb.shape[-1]), device=r_emb.device, dtype=r_emb.dtype
+                    )
                 if upd:
                     self._update_buffer(rid, upd)
                 n = min(e - s, r_emb.shape[0])
@@ -707,7 +709,7 @@ class Engine:
                 models.append(m)
         self.models = models
         self.stages: list[_Stage] = []
-        for i, (st, m) in enumerate(zip(subject.stages, models)):
+        for i, (st, m) in enumerate(zip(subject.stages, models, strict=True)):
             cls = ARStage if st.execution == "ar" else GenerationStage
             self.stages.append(cls(self, i, st, m))
         limits = list(subject.max_num_seqs) + [None] * len(self.stages)
@@ -776,7 +778,8 @@ class Engine:
             while pending or open_reqs:
                 if step > self.max_steps:
                     raise ContractError(
-                        f"scenario {scenario!r} did not finish after {self.max_steps} steps; open requests: {sorted(open_reqs)}"
+                        f"scenario {scenario!r} did not finish after {self.max_steps} steps; "
+                        f"open requests: {sorted(open_reqs)}"
                     )
                 self.step_index = step
                 now = time.perf_counter()

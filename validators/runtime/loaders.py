@@ -66,8 +66,12 @@ def from_catalog_subject(subj: Any, device: str = "cpu") -> RuntimeSubject:
 # the catalog's check ids (reference_models/mutants.py) -> the runtime checks that target the same bug
 CATALOG_CHECKS: dict[str, tuple[str, ...]] = {
     "parity-reference": ("i1.matches_reference",),
-    "I1-stream-equals-offline": ("i1.stream_equals_offline", "i1.declared_semantics", "i1.duration_and_sr",
-                                 "chunk.boundaries"),
+    "I1-stream-equals-offline": (
+        "i1.stream_equals_offline",
+        "i1.declared_semantics",
+        "i1.duration_and_sr",
+        "chunk.boundaries",
+    ),
     "I1-model-outputs-every-step": ("i1.model_outputs_every_step",),
     "I3-no-host-sync": ("i3.host_syncs",),
     "I4-concurrency": ("i4.concurrency",),
@@ -185,10 +189,14 @@ def adapt_subject(subj: Any, device: str = "cpu") -> RuntimeSubject:
         sync_budget_per_request_step=int(getattr(subj, "host_syncs_per_request_step", 0) or 0),
         consolidation_era=_CONSOLIDATIONS[consolidation],
         description=str(getattr(subj, "description", "") or ""),
-        extra={"deploy": deploy, "package": getattr(subj, "package", ""), "root": str(getattr(subj, "root", "")),
-               "expected_checks": tuple(getattr(subj, "expected_checks", ()) or ()),
-               "static_rule_family": getattr(subj, "static_rule_family", None),
-               "reproduces": getattr(subj, "reproduces", None)},
+        extra={
+            "deploy": deploy,
+            "package": getattr(subj, "package", ""),
+            "root": str(getattr(subj, "root", "")),
+            "expected_checks": tuple(getattr(subj, "expected_checks", ()) or ()),
+            "static_rule_family": getattr(subj, "static_rule_family", None),
+            "reproduces": getattr(subj, "reproduces", None),
+        },
     )
 
 
@@ -203,7 +211,11 @@ def default_prompts(config: Any, texts=DEFAULT_TEXTS, max_tokens: int | None = N
     plans = []
     for i, text in enumerate(texts):
         ids = list(enc(text)) if callable(enc) else [1] * (2 + len(text) % 5)
-        plans.append(RequestPlan(ext_id=f"req-{i}", prompt_token_ids=ids, additional_information={"text": [text]}, max_tokens=cap))
+        plans.append(
+            RequestPlan(
+                ext_id=f"req-{i}", prompt_token_ids=ids, additional_information={"text": [text]}, max_tokens=cap
+            )
+        )
     return plans
 
 
@@ -268,7 +280,7 @@ def _literal(node: ast.AST, consts: dict[str, Any]) -> Any:
     if isinstance(node, ast.Tuple):
         return tuple(_literal(e, consts) for e in node.elts)
     if isinstance(node, ast.Dict):
-        return {_literal(k, consts): _literal(v, consts) for k, v in zip(node.keys, node.values)}
+        return {_literal(k, consts): _literal(v, consts) for k, v in zip(node.keys, node.values, strict=True)}
     try:
         return ast.literal_eval(node)
     except Exception as exc:
@@ -394,7 +406,9 @@ def load_tree_model(root: Path, name: str, release: str | None = None) -> Runtim
     extra: dict[str, Any] = {}
     for conn in (deploy.get("connectors") or {}).values():
         extra.update((conn or {}).get("extra") or {})
-    consumer, origin = consumer_from_example(root / "examples" / "offline_inference" / "text_to_speech" / name / "end2end.py")
+    consumer, origin = consumer_from_example(
+        root / "examples" / "offline_inference" / "text_to_speech" / name / "end2end.py"
+    )
     proc_file = root / "vllm_omni" / "model_executor" / "stage_input_processors" / f"{name}.py"
     files = sorted(pkg.glob("*.py")) + ([proc_file] if proc_file.is_file() else [])
     pattern = "two-stage" if len(stages) > 1 else "single-stage"

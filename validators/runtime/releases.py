@@ -109,7 +109,11 @@ def profile_for(version: str | None, model_runner: str | None = None) -> Release
 def tree_version(root: Path) -> str | None:
     """Version of a vLLM-Omni tree (source checkout, sdist or unpacked wheel), or None."""
     root = Path(root)
-    candidates = [root / "vllm_omni" / "_version.py", root / "PKG-INFO", *sorted(root.glob("vllm_omni-*.dist-info/METADATA"))]
+    candidates = [
+        root / "vllm_omni" / "_version.py",
+        root / "PKG-INFO",
+        *sorted(root.glob("vllm_omni-*.dist-info/METADATA")),
+    ]
     for path in candidates:
         try:
             text = path.read_text(encoding="utf-8")

@@ -66,4 +66,7 @@ def frames_for(subject: RuntimeSubject, result) -> int:
 
 def short_plans(subject: RuntimeSubject, count: int, max_tokens: int = 4, prefix: str = "seq") -> list[RequestPlan]:
     shortest = min(subject.prompts, key=lambda p: len(p.prompt_token_ids))
-    return [replace(shortest, ext_id=f"{prefix}-{i}", max_tokens=max_tokens, arrive_step=0, abort_step=None) for i in range(count)]
+    return [
+        replace(shortest, ext_id=f"{prefix}-{i}", max_tokens=max_tokens, arrive_step=0, abort_step=None)
+        for i in range(count)
+    ]

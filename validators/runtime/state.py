@@ -8,10 +8,24 @@ from dataclasses import dataclass
 import torch
 
 _SKIP = {
-    "_parameters", "_buffers", "_modules", "_non_persistent_buffers_set", "_backward_hooks", "_backward_pre_hooks",
-    "_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_forward_pre_hooks",
-    "_forward_pre_hooks_with_kwargs", "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
-    "_load_state_dict_post_hooks", "config", "vllm_config", "training",
+    "_parameters",
+    "_buffers",
+    "_modules",
+    "_non_persistent_buffers_set",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+    "_forward_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+    "_forward_pre_hooks",
+    "_forward_pre_hooks_with_kwargs",
+    "_state_dict_hooks",
+    "_state_dict_pre_hooks",
+    "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks",
+    "config",
+    "vllm_config",
+    "training",
 }
 _CONTAINERS = (dict, list, set, tuple, collections.deque)
 
@@ -58,7 +72,9 @@ def containers(models: list) -> list[Container]:
                     for k, sub in val.items():
                         if isinstance(sub, dict) and id(sub) not in seen:
                             seen.add(id(sub))
-                            out.append(Container(f"{path}[{k!r}]", len(sub), [str(x) for x in sub.keys()], _nbytes(sub)))
+                            out.append(
+                                Container(f"{path}[{k!r}]", len(sub), [str(x) for x in sub.keys()], _nbytes(sub))
+                            )
     return out
 
 

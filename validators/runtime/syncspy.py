@@ -14,13 +14,16 @@ Under ``torch.inference_mode()`` (how vLLM runs models) ``.item()``/``int()``/``
 dispatch as ``aten.item`` and ``bool()`` as ``aten.is_nonzero``; both are recorded too.
 
 Every event is attributed to the innermost frame that lies in the model's own source files, so the
-report names the line that synced (``modeling_x.py:123 in forward: codes.item()``).
+report names the line that synced (``modeling_x.py:123 in forward: codes.item()``). A sync on a line that carries
+(or follows) the static validators' suppression ``# omnitts: ignore[OMNI-I3-...] reason`` is reported with its
+reason but does not count against the budget: one suppression serves both tiers.
 """
 
 from __future__ import annotations
 
 import contextlib
 import linecache
+import re
 import sys
 import threading
 import warnings
@@ -35,12 +38,16 @@ _HERE = str(Path(__file__).resolve().parent)
 _TORCH = str(Path(torch.__file__).resolve().parent)
 
 
+_SUPPRESS = re.compile(r"#\s*omnitts:\s*ignore\[([^\]]*OMNI-I3[^\]]*)\]\s*(.*)")
+
+
 @dataclass
 class SyncEvent:
     op: str
     where: str  # "path:line in func: source"
     in_model: bool
     label: str  # step label, e.g. "stage0 step 7"
+    suppressed: str | None = None  # reason of an `# omnitts: ignore[OMNI-I3-...] reason` on the line or above
 
 
 @dataclass
@@ -115,16 +122,29 @@ class SyncSpy:
         return any(filename == r or filename.startswith(r.rstrip("/") + "/") for r in self._roots)
 
     def _site(self, skip: int = 2) -> tuple[str, bool]:
+        where, in_model, _ = self._site_full(skip + 1)
+        return where, in_model
+
+    @staticmethod
+    def _suppression(fn: str, line: int) -> str | None:
+        for n in (line, line - 1):
+            m = _SUPPRESS.search(linecache.getline(fn, n))
+            if m:
+                return f"[{m.group(1)}] {m.group(2).strip()}"
+        return None
+
+    def _site_full(self, skip: int = 2) -> tuple[str, bool, str | None]:
+        """(where, in the model's files, suppression reason) of the innermost model frame."""
         frame = sys._getframe(skip)
         fallback = None
         while frame is not None:
             fn = frame.f_code.co_filename
             if self._in_model(fn):
-                return self._fmt(frame), True
+                return self._fmt(frame), True, self._suppression(fn, frame.f_lineno)
             if fallback is None and not fn.startswith(_TORCH) and not fn.startswith(_HERE) and "<frozen" not in fn:
                 fallback = frame
             frame = frame.f_back
-        return (self._fmt(fallback) if fallback is not None else "<unknown>"), False
+        return (self._fmt(fallback) if fallback is not None else "<unknown>"), False, None
 
     @staticmethod
     def _fmt(frame) -> str:
@@ -133,10 +153,11 @@ class SyncSpy:
         return f"{fn}:{line} in {frame.f_code.co_name}: {src}"
 
     def _record(self, op: str, skip: int = 3) -> None:
-        where, in_model = self._site(skip)
+        where, in_model, suppressed = self._site_full(skip)
         with self._lock:
-            self.report.events.append(SyncEvent(op, where, in_model, self._label))
-            self.report.steps[self._label] = self.report.steps.get(self._label, 0) + 1
+            self.report.events.append(SyncEvent(op, where, in_model, self._label, suppressed))
+            if suppressed is None:  # suppressed syncs are reported but do not count against the budget
+                self.report.steps[self._label] = self.report.steps.get(self._label, 0) + 1
 
     # -- arming -----------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -171,10 +192,13 @@ class SyncSpy:
     def _on_warning(self, message, category, filename, lineno, file=None, line=None):
         text = str(message)
         if "synchroniz" in text.lower():
-            where, in_model = self._site(2)
+            where, in_model, suppressed = self._site_full(2)
             with self._lock:
-                self.report.debug_events.append(SyncEvent("cuda sync (set_sync_debug_mode)", where, in_model, self._label))
-                self.report.debug_steps[self._label] = self.report.debug_steps.get(self._label, 0) + 1
+                self.report.debug_events.append(
+                    SyncEvent("cuda sync (set_sync_debug_mode)", where, in_model, self._label, suppressed)
+                )
+                if suppressed is None:
+                    self.report.debug_steps[self._label] = self.report.debug_steps.get(self._label, 0) + 1
 
     def _patch_methods(self):
         spy = self
@@ -210,7 +234,11 @@ class _DispatchSpy(TorchDispatchMode):
     # under torch.inference_mode() (how vLLM runs models) CompositeImplicit ops are not decomposed before
     # Python dispatch: .item()/int()/float() arrive as aten.item and bool() as aten.is_nonzero instead of
     # aten._local_scalar_dense (measured on torch 2.13 CPU)
-    _SCALAR = {torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default, torch.ops.aten.is_nonzero.default}
+    _SCALAR = {
+        torch.ops.aten._local_scalar_dense.default,
+        torch.ops.aten.item.default,
+        torch.ops.aten.is_nonzero.default,
+    }
     _NONZERO = {torch.ops.aten.nonzero.default}
 
     def __init__(self, spy: SyncSpy):

@@ -50,7 +50,9 @@ def deadline(seconds: float | None, what: str = "check", grace: float = 2.0):
         if done.wait(grace):
             return
         fired.append(True)  # hard stop: the model is stuck inside one call
-        exc = type("CheckTimeout", (CheckTimeout,), {"__init__": lambda self, *a: CheckTimeout.__init__(self, expired.message)})
+        exc = type(
+            "CheckTimeout", (CheckTimeout,), {"__init__": lambda self, *a: CheckTimeout.__init__(self, expired.message)}
+        )
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target), ctypes.py_object(exc))
 
     t = threading.Thread(target=watchdog, name=f"omnitts-deadline-{what}", daemon=True)

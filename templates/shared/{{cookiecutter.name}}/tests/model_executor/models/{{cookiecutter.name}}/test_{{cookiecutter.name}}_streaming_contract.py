@@ -63,6 +63,15 @@ MAX_STEPS = 1024
 STATE = "{% if cookiecutter.pattern == 'single-stage' %}_stream_gens{% else %}_states{% endif %}"  # the per-request state dict of the AR stage
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """The tiny model's ops are too small to share out: more threads only contend (CI runners share cores)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def build() -> tuple:
     """Fresh stage models, in stage order (the AR stage first, the audio stage last)."""
     config = {{cookiecutter.camel}}Config()
