@@ -1,6 +1,6 @@
 """Median wall time of `omnitts-scaffold new` on the vLLM-Omni 0.20.0 tree (download excluded), and where it goes.
 
-Usage: python benchmarks/scaffold_latency.py [--repeat 7]
+Usage: python benchmarks/scaffold_latency.py [--repeat 7] [--version 0.20.0]
 Target (issue 2): under 1 second per model on the 2-core CI machines.
 """
 
@@ -62,9 +62,10 @@ def breakdown(pristine: Path, pattern: str) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--version", default="0.20.0", help="any supported release (0.20-0.30)")
     args = parser.parse_args()
-    pristine = pristine_tree("0.20.0")  # downloaded once, not timed
-    print(f"vllm-omni 0.20.0 tree: {pristine}")
+    pristine = pristine_tree(args.version)  # downloaded once, not timed
+    print(f"vllm-omni {args.version} tree: {pristine}")
     for pattern in PATTERNS:
         runs = [one_run(pristine, pattern) for _ in range(args.repeat)]
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}

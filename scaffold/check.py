@@ -75,7 +75,11 @@ def _diffusion_types(index: TreeIndex) -> set[str]:
     for node in cls.body if cls else []:
         if isinstance(node, ast.FunctionDef) and node.name == "for_diffusion":
             for sub in ast.walk(node):
-                if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Constant) and isinstance(sub.value.value, str):
+                if (
+                    isinstance(sub, ast.Assign)
+                    and isinstance(sub.value, ast.Constant)
+                    and isinstance(sub.value.value, str)
+                ):
                     if any(isinstance(t, ast.Attribute) and t.attr == "_tts_model_type" for t in sub.targets):
                         out.add(sub.value.value)
     return out
@@ -114,9 +118,14 @@ def _view_of_type(index: TreeIndex, model_type: str, diffusion: set[str]) -> Mod
         candidates = [p for p in index.pipelines + index.legacy_pipelines if p.model_type == model_type and p.diffusion]
         folder = candidates[0].folder if candidates else _folder_of_type(index, model_type)
         return ModelView(model_type, folder, candidates[:1], diffusion=True)
-    legacy = _prefer_home(index, model_type, [p for p in index.legacy_pipelines if index.entry_stage(p)[1] == model_type])
-    folder = legacy[0].folder if legacy else _folder_of_type(index, model_type)
-    return ModelView(model_type, folder, legacy)
+    legacy = _prefer_home(
+        index, model_type, [p for p in index.legacy_pipelines if index.entry_stage(p)[1] == model_type]
+    )
+    if legacy:
+        return ModelView(model_type, legacy[0].folder, legacy)
+    # Nothing detects as this type: its own folder's pipelines, which `check` then reports as inconsistent.
+    folder = _folder_of_type(index, model_type)
+    return ModelView(model_type, folder, [p for p in index.pipelines if p.folder == folder] if folder else [])
 
 
 def model_views(index: TreeIndex, name: str) -> list[ModelView]:
@@ -131,7 +140,10 @@ def model_views(index: TreeIndex, name: str) -> list[ModelView]:
         candidates = [p for p in candidates if detected[id(p)] is not None or p.audio_only] or candidates
     if not candidates:
         known = ", ".join(sorted(served | diffusion))
-        raise ScaffoldError(f"no model {name!r} in this tree (not a served model type, pipeline key or model folder); served types: {known}")
+        raise ScaffoldError(
+            f"no model {name!r} in this tree (not a served model type, pipeline key or model folder);"
+            f" served types: {known}"
+        )
     views: dict[str | None, ModelView] = {}
     for p in candidates:
         model_type = detected[id(p)]
@@ -140,7 +152,9 @@ def model_views(index: TreeIndex, name: str) -> list[ModelView]:
         if model_type is None and p.model_type in diffusion and p.diffusion:
             view = views.setdefault(p.model_type, ModelView(p.model_type, p.folder, diffusion=True))
         else:
-            view = views.setdefault(model_type if model_type is not None else f"?{p.var}", ModelView(model_type, p.folder))
+            view = views.setdefault(
+                model_type if model_type is not None else f"?{p.var}", ModelView(model_type, p.folder)
+            )
         view.pipelines.append(p)
     return list(views.values())
 
@@ -201,7 +215,11 @@ def _check_registry(index: TreeIndex, view: ModelView) -> PointResult:
                 ok.append(arch)
     if not view.pipelines and view.diffusion and view.folder:
         entries = {a: e for a, e in _diffusion_registry(index).items() if e and e[0] == view.folder}
-        good = [a for a, (f, mod, cls) in entries.items() if (rel := _module_file(index, f"vllm_omni.diffusion.models.{f}.{mod}")) and _defines(index, rel, cls)]
+        good = [
+            a
+            for a, (f, mod, cls) in entries.items()
+            if (rel := _module_file(index, f"vllm_omni.diffusion.models.{f}.{mod}")) and _defines(index, rel, cls)
+        ]
         if good:
             return PointResult("registry", PRESENT, f"_DIFFUSION_MODELS: {', '.join(good)}")
         return PointResult("registry", MISSING, f"no _DIFFUSION_MODELS entry for {view.folder}")
@@ -237,7 +255,13 @@ def _check_pipeline_registry(index: TreeIndex, view: ModelView) -> PointResult:
         if keys:
             ok += keys
         elif p.model_type in index.pipeline_registry:
-            problems.append((INCONSISTENT, f"{p.model_type!r} maps to {index.pipeline_registry[p.model_type]}, not {p.folder}/pipeline.py:{p.var}"))
+            problems.append(
+                (
+                    INCONSISTENT,
+                    f"{p.model_type!r} maps to {index.pipeline_registry[p.model_type]},"
+                    f" not {p.folder}/pipeline.py:{p.var}",
+                )
+            )
         else:
             problems.append((MISSING, f"{p.var} is not in {index.profile.pipeline_registry}"))
     if problems:
@@ -350,11 +374,15 @@ def _check_serving(index: TreeIndex, view: ModelView) -> list[PointResult]:
         out.append(PointResult("serving.union", INCONSISTENT, f"{constant} is not part of _TTS_MODEL_STAGES"))
     detected = index.detect(key, arch) if key or arch else None
     if view.model_type is None:
-        out.append(PointResult("serving.detect", MISSING, f"_detect_tts_model_type({key!r}, {arch!r}) returns {detected!r}"))
+        out.append(
+            PointResult("serving.detect", MISSING, f"_detect_tts_model_type({key!r}, {arch!r}) returns {detected!r}")
+        )
     elif detected == view.model_type:
         out.append(PointResult("serving.detect", PRESENT, f"({key!r}, {arch!r}) -> {detected!r}"))
     else:
-        out.append(PointResult("serving.detect", INCONSISTENT, f"({key!r}, {arch!r}) -> {detected!r}, not {view.model_type!r}"))
+        out.append(
+            PointResult("serving.detect", INCONSISTENT, f"({key!r}, {arch!r}) -> {detected!r}, not {view.model_type!r}")
+        )
     if era == profiles.FIVE_POINT:
         methods = index.serving_methods_of(view.model_type) if view.model_type else {}
         if view.model_type == "qwen3_tts":
@@ -362,15 +390,31 @@ def _check_serving(index: TreeIndex, view: ModelView) -> list[PointResult]:
             out.append(PointResult("serving.build", PRESENT, "Qwen3-TTS is the generic else branch"))
         else:
             if methods.get("_validate_tts_request"):
-                out.append(PointResult("serving.validate", PRESENT, f"_validate_tts_request() dispatches {view.model_type!r}"))
+                out.append(
+                    PointResult("serving.validate", PRESENT, f"_validate_tts_request() dispatches {view.model_type!r}")
+                )
             else:
-                out.append(PointResult("serving.validate", MISSING, f"{view.model_type!r} falls through to the Qwen3-TTS rules (batch endpoint)"))
+                out.append(
+                    PointResult(
+                        "serving.validate",
+                        MISSING,
+                        f"{view.model_type!r} falls through to the Qwen3-TTS rules (batch endpoint)",
+                    )
+                )
             fish_flag = view.model_type == "fish_tts" and "self._is_fish_speech" in index.serving
             if methods.get("_prepare_speech_generation") or fish_flag:
-                how = "the _is_fish_speech flag" if fish_flag and not methods.get("_prepare_speech_generation") else "a model-type branch"
+                how = (
+                    "the _is_fish_speech flag"
+                    if fish_flag and not methods.get("_prepare_speech_generation")
+                    else "a model-type branch"
+                )
                 out.append(PointResult("serving.build", PRESENT, f"_prepare_speech_generation() builds it via {how}"))
             else:
-                out.append(PointResult("serving.build", MISSING, f"{view.model_type!r} takes the generic Qwen3-TTS request path"))
+                out.append(
+                    PointResult(
+                        "serving.build", MISSING, f"{view.model_type!r} takes the generic Qwen3-TTS request path"
+                    )
+                )
     return out
 
 
@@ -402,10 +446,18 @@ def _check_adapter(index: TreeIndex, view: ModelView) -> list[PointResult]:
         unlisted = _adapter_files(index).get(view.model_type) if view.model_type else None
         if unlisted:
             out.append(PointResult("adapter", PRESENT, f"tts_adapters/{unlisted}.py"))
-            out.append(PointResult("adapter_import", MISSING, f"{unlisted} is not in the import tuple of tts_adapters/__init__.py"))
+            out.append(
+                PointResult(
+                    "adapter_import", MISSING, f"{unlisted} is not in the import tuple of tts_adapters/__init__.py"
+                )
+            )
         else:
             what = view.model_type or key
-            reason = "served by a legacy branch of serving_speech.py" if era == profiles.HYBRID and view.model_type else "no adapter"
+            reason = (
+                "served by a legacy branch of serving_speech.py"
+                if era == profiles.HYBRID and view.model_type
+                else "no adapter"
+            )
             out.append(PointResult("adapter", MISSING, f"{reason} (for {what!r})"))
             out.append(PointResult("adapter_import", NA, "no adapter module to import"))
         out.append(PointResult("adapter.stage_keys", NA, "no adapter"))
@@ -415,27 +467,47 @@ def _check_adapter(index: TreeIndex, view: ModelView) -> list[PointResult]:
         if view.diffusion:
             out.append(PointResult("adapter.stage_keys", NA, "pure diffusion: served without stage detection"))
         elif era == profiles.HYBRID and arch in index.arch_constants and key not in index.stage_constants:
-            out.append(PointResult("adapter.stage_keys", NA, f"found by architecture ({index.arch_constants[arch]}); stage_keys are documentation in 0.24-0.26"))
+            out.append(
+                PointResult(
+                    "adapter.stage_keys",
+                    NA,
+                    f"found by architecture ({index.arch_constants[arch]}); stage_keys are documentation in 0.24-0.26",
+                )
+            )
         elif key in adapter.stage_keys or (arch in adapter.model_archs):
             by = f"stage key {key!r}" if key in adapter.stage_keys else f"architecture {arch!r}"
             out.append(PointResult("adapter.stage_keys", PRESENT, f"{by} declared"))
         else:
             keys = ", ".join(sorted(adapter.stage_keys)) or "none"
             status = INCONSISTENT
-            out.append(PointResult("adapter.stage_keys", status, f"entry stage {key!r} (pipeline / deploy) is not in the adapter's stage_keys ({keys})"))
+            out.append(
+                PointResult(
+                    "adapter.stage_keys",
+                    status,
+                    f"entry stage {key!r} (pipeline / deploy) is not in the adapter's stage_keys ({keys})",
+                )
+            )
     if era == profiles.ADAPTER:
         if view.diffusion:
-            out.append(PointResult("adapter.detect", NA, "pure diffusion: OmniOpenAIServingSpeech.for_diffusion() sets the type"))
+            out.append(
+                PointResult(
+                    "adapter.detect", NA, "pure diffusion: OmniOpenAIServingSpeech.for_diffusion() sets the type"
+                )
+            )
         else:
             detected = registry.detect(key, arch)
             target = view.model_type
             if target is None:
                 status = MISSING if detected is None else INCONSISTENT
-                out.append(PointResult("adapter.detect", status, f"detect_tts_model_type({key!r}, {arch!r}) -> {detected!r}"))
+                out.append(
+                    PointResult("adapter.detect", status, f"detect_tts_model_type({key!r}, {arch!r}) -> {detected!r}")
+                )
             elif detected == target:
                 out.append(PointResult("adapter.detect", PRESENT, f"({key!r}, {arch!r}) -> {detected!r}"))
             else:
-                out.append(PointResult("adapter.detect", INCONSISTENT, f"({key!r}, {arch!r}) -> {detected!r}, not {target!r}"))
+                out.append(
+                    PointResult("adapter.detect", INCONSISTENT, f"({key!r}, {arch!r}) -> {detected!r}, not {target!r}")
+                )
     return out
 
 
@@ -454,16 +526,31 @@ def _check_sources(index: TreeIndex, view: ModelView) -> list[PointResult]:
         found = [n for n in names if (index.root / f"examples/{kind}/text_to_speech/{n}").is_dir()]
         if found:
             examples.append(f"{kind}/text_to_speech/{found[0]}/")
-    tests = sorted({p.relative_to(index.root / "tests/e2e").as_posix() for n in names for p in (index.root / "tests/e2e").glob(f"*/test_{n}*.py")})
-    hubs = [rel for rel in (profiles.OFFLINE_HUB, profiles.ONLINE_HUB) if any(f"{n}/" in index.text(rel) for n in names)]
+    tests = sorted(
+        {
+            p.relative_to(index.root / "tests/e2e").as_posix()
+            for n in names
+            for p in (index.root / "tests/e2e").glob(f"*/test_{n}*.py")
+        }
+    )
+    hubs = [
+        rel for rel in (profiles.OFFLINE_HUB, profiles.ONLINE_HUB) if any(f"{n}/" in index.text(rel) for n in names)
+    ]
 
     def status(found: list, expected: int) -> str:
         return PRESENT if len(found) >= expected else MISSING if not found else INCONSISTENT
 
     return [
-        PointResult("examples", status(examples, 2), ", ".join(examples) or f"no examples/*/text_to_speech/{names[0]}/"),
+        PointResult(
+            "examples", status(examples, 2), ", ".join(examples) or f"no examples/*/text_to_speech/{names[0]}/"
+        ),
         PointResult("tests", status(tests, 1), ", ".join(tests) or f"no tests/e2e/*/test_{names[0]}*.py"),
-        PointResult("hub_readme", status(hubs, 2), f"{len(hubs)} of 2 hub READMEs link its examples" + (f" ({', '.join(h.split('/')[1] for h in hubs)})" if hubs else "")),
+        PointResult(
+            "hub_readme",
+            status(hubs, 2),
+            f"{len(hubs)} of 2 hub READMEs link its examples"
+            + (f" ({', '.join(h.split('/')[1] for h in hubs)})" if hubs else ""),
+        ),
     ]
 
 
@@ -481,9 +568,13 @@ def check_view(index: TreeIndex, view: ModelView, query: str = "") -> ModelRepor
     if view.pipelines and not legacy:
         results.append(PointResult("pipeline", PRESENT, ", ".join(p.where for p in view.pipelines)))
     elif legacy:
-        results.append(PointResult("pipeline", MISSING, f"topology only in legacy {', '.join(legacy)} (stage_args schema)"))
+        results.append(
+            PointResult("pipeline", MISSING, f"topology only in legacy {', '.join(legacy)} (stage_args schema)")
+        )
     elif view.diffusion:
-        results.append(PointResult("pipeline", NA, "single-stage diffusion: the engine's default diffusion stage config"))
+        results.append(
+            PointResult("pipeline", NA, "single-stage diffusion: the engine's default diffusion stage config")
+        )
     else:
         results.append(PointResult("pipeline", MISSING, "no PipelineConfig serves it"))
     results.append(_check_deploy(index, view))
@@ -526,7 +617,8 @@ def format_report(report: ModelReport) -> str:
     view = report.view
     pipes = ", ".join(p.model_type or p.var for p in view.pipelines) or "none"
     head = (
-        f"{report.query}: model type {view.model_type or '(not served)'}, folder {view.folder or '?'}, pipeline(s) {pipes}"
+        f"{report.query}: model type {view.model_type or '(not served)'}, folder {view.folder or '?'},"
+        f" pipeline(s) {pipes}"
         f" — {report.era} era, vllm-omni {report.version or '?'}"
     )
     lines = [head]

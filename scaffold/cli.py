@@ -1,9 +1,9 @@
 """`omnitts-scaffold`: the command line. Bad input is one line on stderr and a non-zero exit.
 
-    omnitts-scaffold new NAME --pattern P | --like EXISTING   write a model integration (one transaction)
-    omnitts-scaffold check NAME                               integration report of an existing model
-    omnitts-scaffold remove NAME                              exact inverse of `new`
-    omnitts-scaffold resolve [BASE OURS THEIRS --path P]      merge shared files keeping both models (git merge driver)
+omnitts-scaffold new NAME --pattern P | --like EXISTING   write a model integration (one transaction)
+omnitts-scaffold check NAME                               integration report of an existing model
+omnitts-scaffold remove NAME                              exact inverse of `new`
+omnitts-scaffold resolve [BASE OURS THEIRS --path P]      merge shared files keeping both models (git merge driver)
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from omnitts.scaffold.profiles import ERA_TITLES, detect_profile
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="omnitts-scaffold", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="omnitts-scaffold", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     target_help = "a vLLM-Omni tree (default: the current directory) or pypi:vllm-omni==X.Y.Z"
 
@@ -29,35 +31,66 @@ def _parser() -> argparse.ArgumentParser:
     new.add_argument("name", help="model name: lower_snake_case Python identifier (package folder)")
     how = new.add_mutually_exclusive_group(required=True)
     how.add_argument("--pattern", choices=PATTERNS, help="generate a runnable tiny model of this architecture pattern")
-    how.add_argument("--like", metavar="EXISTING", help="copy an in-tree model's integration (folder, model type or pipeline key), renamed")
+    how.add_argument(
+        "--like",
+        metavar="EXISTING",
+        help="copy an in-tree model's integration (folder, model type or pipeline key), renamed",
+    )
     new.add_argument("--target", default=".", help=target_help)
     new.add_argument("--stage-key", help="model_stage of the entry stage (default: NAME)")
-    new.add_argument("--arch", help="registry architecture name (default: <Name>ForConditionalGeneration; not with --like)")
-    new.add_argument("--model-type", help="HF model_type, deploy yaml stem, pipeline key and adapter name (default: NAME)")
+    new.add_argument(
+        "--arch", help="registry architecture name (default: <Name>ForConditionalGeneration; not with --like)"
+    )
+    new.add_argument(
+        "--model-type", help="HF model_type, deploy yaml stem, pipeline key and adapter name (default: NAME)"
+    )
     new.add_argument("--priority", default="medium", choices=("high", "medium", "low"), help="CI tier of the e2e tests")
-    new.add_argument("--voice-cloning", action="store_true", help="forward ref_audio / ref_text (the model clones voices)")
+    new.add_argument(
+        "--voice-cloning", action="store_true", help="forward ref_audio / ref_text (the model clones voices)"
+    )
     new.add_argument(
         "--detect-priority",
         type=int,
         help="0.28+: share a stage key another adapter owns; this adapter runs first and matches by architecture",
     )
     new.add_argument("--dry-run", action="store_true", help="print the whole change as a unified diff, write nothing")
-    new.add_argument("--commit", action="store_true", help="commit the change in the target's git repo with a DCO sign-off")
+    new.add_argument(
+        "--commit", action="store_true", help="commit the change in the target's git repo with a DCO sign-off"
+    )
 
-    check = sub.add_parser("check", help="integration report of an existing model: each point present, missing or inconsistent")
+    check = sub.add_parser(
+        "check", help="integration report of an existing model: each point present, missing or inconsistent"
+    )
     check.add_argument("name", help="model type as serving detects it, pipeline key, or model folder")
     check.add_argument("--target", default=".", help=target_help)
 
-    remove = sub.add_parser("remove", help="the exact inverse of `new`: delete its files, reverse every shared-file patch")
+    remove = sub.add_parser(
+        "remove", help="the exact inverse of `new`: delete its files, reverse every shared-file patch"
+    )
     remove.add_argument("name", help="model folder name given to `new`")
     remove.add_argument("--target", default=".", help="a vLLM-Omni tree (default: the current directory)")
-    remove.add_argument("--dry-run", action="store_true", help="print the whole change as a unified diff, write nothing")
+    remove.add_argument(
+        "--dry-run", action="store_true", help="print the whole change as a unified diff, write nothing"
+    )
 
-    resolve = sub.add_parser("resolve", help="merge conflicts in shared files, keeping both models' additions (git merge driver)")
-    resolve.add_argument("files", nargs="*", metavar="BASE OURS THEIRS", help="merge-driver mode (%%O %%A %%B): the merge is written into OURS")
+    resolve = sub.add_parser(
+        "resolve", help="merge conflicts in shared files, keeping both models' additions (git merge driver)"
+    )
+    resolve.add_argument(
+        "files",
+        nargs="*",
+        metavar="BASE OURS THEIRS",
+        help="merge-driver mode (%%O %%A %%B): the merge is written into OURS",
+    )
     resolve.add_argument("--path", default="", help="the file's path in the repo (%%P), for messages")
-    resolve.add_argument("--target", default=".", help="repository whose conflicted shared files to resolve (default: .)")
-    resolve.add_argument("--install", action="store_true", help="register the merge driver for the shared files (.git/config, .git/info/attributes)")
+    resolve.add_argument(
+        "--target", default=".", help="repository whose conflicted shared files to resolve (default: .)"
+    )
+    resolve.add_argument(
+        "--install",
+        action="store_true",
+        help="register the merge driver for the shared files (.git/config, .git/info/attributes)",
+    )
     return parser
 
 
@@ -84,7 +117,9 @@ def _check_commit_possible(root: Path) -> None:
 def _commit(root: Path, paths: list[Path], message: str) -> None:
     rels = [str(p.relative_to(root)) for p in paths]
     subprocess.run(["git", "-C", str(root), "add", "-A", "--", *rels], check=True, capture_output=True)
-    proc = subprocess.run(["git", "-C", str(root), "commit", "-s", "-q", "-m", message, "--", *rels], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "-C", str(root), "commit", "-s", "-q", "-m", message, "--", *rels], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         raise ScaffoldError(f"git commit failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
 
@@ -117,7 +152,9 @@ def cmd_new(args: argparse.Namespace) -> int:
         if args.arch:
             raise ScaffoldError("--arch does not apply to --like: the source's architectures are renamed")
         if args.voice_cloning or args.detect_priority is not None:
-            raise ScaffoldError("--voice-cloning / --detect-priority do not apply to --like: the source's adapter is copied as it is")
+            raise ScaffoldError(
+                "--voice-cloning / --detect-priority do not apply to --like: the source's adapter is copied as it is"
+            )
         root = _resolve_target(args.target)
         profile = detect_profile(root)
         if args.commit and not args.dry_run:
@@ -128,7 +165,12 @@ def cmd_new(args: argparse.Namespace) -> int:
         from omnitts.scaffold.new import plan_new
 
         names = make_names(
-            args.name, args.pattern, model_type=args.model_type, stage_key=args.stage_key, arch=args.arch, priority=args.priority
+            args.name,
+            args.pattern,
+            model_type=args.model_type,
+            stage_key=args.stage_key,
+            arch=args.arch,
+            priority=args.priority,
         )
         root = _resolve_target(args.target)
         profile = detect_profile(root)
@@ -136,7 +178,9 @@ def cmd_new(args: argparse.Namespace) -> int:
             _check_commit_possible(root)
         plan = plan_new(profile, names, voice_cloning=args.voice_cloning, detect_priority=args.detect_priority)
         message = f"[Model] Add {names.camel} TTS ({names.pattern}), generated by omnitts-scaffold"
-    written = _finish(plan, root, profile, dry_run=args.dry_run, nothing=f"nothing to do: {args.name} is already integrated in {root}")
+    written = _finish(
+        plan, root, profile, dry_run=args.dry_run, nothing=f"nothing to do: {args.name} is already integrated in {root}"
+    )
     if written and args.commit:
         _commit(root, written, message)
     return 0
@@ -157,7 +201,9 @@ def cmd_remove(args: argparse.Namespace) -> int:
     root = Path(args.target).resolve()
     profile = detect_profile(root)
     plan = plan_remove(profile, args.name)
-    _finish(plan, root, profile, dry_run=args.dry_run, nothing=f"nothing to do: {args.name} is not integrated in {root}")
+    _finish(
+        plan, root, profile, dry_run=args.dry_run, nothing=f"nothing to do: {args.name} is not integrated in {root}"
+    )
     return 0
 
 
@@ -176,7 +222,9 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         base, ours, theirs = (Path(f) for f in args.files)
         code = resolve.resolve_files(base, ours, theirs, args.path)
         if code:
-            print(f"omnitts-scaffold: {args.path or ours}: conflicts that change existing lines remain", file=sys.stderr)
+            print(
+                f"omnitts-scaffold: {args.path or ours}: conflicts that change existing lines remain", file=sys.stderr
+            )
         return code
     root = Path(args.target).resolve()
     results = resolve.resolve_repo(root)

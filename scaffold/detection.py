@@ -10,8 +10,8 @@ resolves to the new model type while every old key keeps its type.
 """
 
 from __future__ import annotations
-
 import __future__
+
 import ast
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +31,9 @@ def compile_detector(source: str) -> Callable[[str | None, str | None], str | No
     namespace: dict = {}
     constants = []
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         if any(isinstance(t, ast.Name) and t.id.endswith(("_MODEL_STAGES", "_MODEL_ARCHS")) for t in targets):
             constants.append(node)
     exec(compile(ast.Module(body=constants, type_ignores=[]), "<constants>", "exec"), namespace)  # noqa: S102
@@ -43,7 +45,9 @@ def compile_detector(source: str) -> Callable[[str | None, str | None], str | No
 
     def detect(model_stage: str | None, model_arch: str | None = None) -> str | None:
         stage = _stage(model_stage, model_arch)
-        fake_self = SimpleNamespace(_tts_stage=stage, engine_client=SimpleNamespace(stage_configs=[stage], stage_list=[stage]))
+        fake_self = SimpleNamespace(
+            _tts_stage=stage, engine_client=SimpleNamespace(stage_configs=[stage], stage_list=[stage])
+        )
         return function(fake_self)
 
     return detect
@@ -64,7 +68,11 @@ def arch_literals(source: str) -> list[str]:
     tree = ast.parse(source)
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == CLASS)
     method = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == METHOD)
-    found = {n.value for n in ast.walk(method) if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value[:1].isupper()}
+    found = {
+        n.value
+        for n in ast.walk(method)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value[:1].isupper()
+    }
     return sorted(found)
 
 
@@ -172,7 +180,9 @@ def _detection_class(node: ast.ClassDef, known: set[str], fallback: str, keep_de
             name = dec.id if isinstance(dec, ast.Name) else dec.attr if isinstance(dec, ast.Attribute) else None
             if name == "register_tts_adapter":
                 decorators.append(ast.Name("register_tts_adapter", ast.Load()))
-    cls = ast.ClassDef(name=node.name, bases=bases, keywords=[], body=body or [ast.Pass()], decorator_list=decorators, type_params=[])
+    cls = ast.ClassDef(
+        name=node.name, bases=bases, keywords=[], body=body or [ast.Pass()], decorator_list=decorators, type_params=[]
+    )
     return ast.copy_location(cls, node)
 
 
@@ -194,7 +204,11 @@ def compile_adapter_registry(sources: dict[str, str]) -> AdapterRegistry:
     namespace: dict = {"__name__": ADAPTERS_PACKAGE}
     init = ast.parse(sources["__init__"])
     base = ast.parse(sources.get("base", ""))
-    base_classes = [n for n in base.body if isinstance(n, ast.ClassDef) and n.name in {"TTSModelAdapter", "ARTTSAdapter", "DiffusionTTSAdapter"}]
+    base_classes = [
+        n
+        for n in base.body
+        if isinstance(n, ast.ClassDef) and n.name in {"TTSModelAdapter", "ARTTSAdapter", "DiffusionTTSAdapter"}
+    ]
     known = {"TTSModelAdapter"}
     compiled = []
     for cls in base_classes:
@@ -208,7 +222,9 @@ def compile_adapter_registry(sources: dict[str, str]) -> AdapterRegistry:
     for node in init.body:
         if isinstance(node, ast.FunctionDef) and node.name in _REGISTRY_FUNCTIONS:
             registry_body.append(node)
-        elif "TTS_ADAPTER_REGISTRY" in [t.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if isinstance(t, ast.Name)]:
+        elif "TTS_ADAPTER_REGISTRY" in [
+            t.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if isinstance(t, ast.Name)
+        ]:
             registry_body.append(_strip_annotations(node))
     registry_body.append(ast.parse("logger = None").body[0])
     _exec(registry_body, "<tts_adapters/__init__.py>", namespace)

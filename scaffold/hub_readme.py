@@ -108,13 +108,18 @@ def remove_section(text: str, title: str | None, rel: str = "") -> str:
     if title is None:
         return text
     lines = text.split("\n")
-    heading = next((i for i, line in enumerate(lines) if _SECTION.match(line) and _SECTION.match(line).group(1).strip() == title), None)
+    heading = next(
+        (i for i, line in enumerate(lines) if _SECTION.match(line) and _SECTION.match(line).group(1).strip() == title),
+        None,
+    )
     if heading is None:
         return text
     rule = _rule_before(lines, heading)
     if rule is None:
         return text
-    later = [i for i in range(heading + 1, len(lines)) if _SECTION.match(lines[i]) and _rule_before(lines, i) is not None]
+    later = [
+        i for i in range(heading + 1, len(lines)) if _SECTION.match(lines[i]) and _rule_before(lines, i) is not None
+    ]
     if later:
         next_rule = _rule_before(lines, later[0])
         return "\n".join(lines[:rule] + lines[next_rule:])
@@ -128,7 +133,10 @@ def remove_section(text: str, title: str | None, rel: str = "") -> str:
 def section_text(text: str, title: str) -> str | None:
     """The body of the model section `## title` (heading included, up to the next section), for `--like`."""
     lines = text.split("\n")
-    heading = next((i for i, line in enumerate(lines) if _SECTION.match(line) and _SECTION.match(line).group(1).strip() == title), None)
+    heading = next(
+        (i for i, line in enumerate(lines) if _SECTION.match(line) and _SECTION.match(line).group(1).strip() == title),
+        None,
+    )
     if heading is None:
         return None
     end = next((i for i in range(heading + 1, len(lines)) if _SECTION.match(lines[i])), len(lines))

@@ -109,7 +109,9 @@ def parse_legacy_stage_config(rel: str, text: str, registry: dict) -> Pipeline |
             continue
         engine = raw.get("engine_args") or {}
         processors = tuple(
-            v for k, v in [*engine.items(), *raw.items()] if isinstance(k, str) and k.endswith("_func") and isinstance(v, str)
+            v
+            for k, v in [*engine.items(), *raw.items()]
+            if isinstance(k, str) and k.endswith("_func") and isinstance(v, str)
         )
         stages.append(
             Stage(
@@ -124,7 +126,16 @@ def parse_legacy_stage_config(rel: str, text: str, registry: dict) -> Pipeline |
     arch = next((s.model_arch for s in stages if s.model_arch), None)
     folder = registry.get(arch, (None,))[0] if arch else None
     stem = rel.rsplit("/", 1)[-1].removesuffix(".yaml")
-    return Pipeline(folder=folder or stem, var=stem, model_type=stem, model_arch=None, deploy_name=None, stages=tuple(stages), line=1, legacy=rel)
+    return Pipeline(
+        folder=folder or stem,
+        var=stem,
+        model_type=stem,
+        model_arch=None,
+        deploy_name=None,
+        stages=tuple(stages),
+        line=1,
+        legacy=rel,
+    )
 
 
 def parse_pipelines(folder: str, source: str) -> list[Pipeline]:
@@ -148,16 +159,16 @@ def parse_pipelines(folder: str, source: str) -> list[Pipeline]:
                 if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "StagePipelineConfig":
                     skw = {k.arg: k.value for k in call.keywords if k.arg}
                     processors = tuple(
-                        v
-                        for k, node_v in skw.items()
-                        if k.endswith("_func") and isinstance(v := evaluate(node_v), str)
+                        v for k, node_v in skw.items() if k.endswith("_func") and isinstance(v := evaluate(node_v), str)
                     )
                     stages.append(
                         Stage(
                             stage_id=evaluate(skw["stage_id"]) if "stage_id" in skw else None,
                             model_stage=evaluate(skw["model_stage"]) if "model_stage" in skw else None,
                             model_arch=evaluate(skw["model_arch"]) if "model_arch" in skw else None,
-                            final_output_type=evaluate(skw["final_output_type"]) if "final_output_type" in skw else None,
+                            final_output_type=evaluate(skw["final_output_type"])
+                            if "final_output_type" in skw
+                            else None,
                             processors=processors,
                             execution_type=evaluate(skw["execution_type"]) if "execution_type" in skw else None,
                         )
@@ -169,7 +180,9 @@ def parse_pipelines(folder: str, source: str) -> list[Pipeline]:
                         var=name,
                         model_type=evaluate(kw["model_type"]) if "model_type" in kw else None,
                         model_arch=evaluate(kw["model_arch"]) if "model_arch" in kw else None,
-                        deploy_name=evaluate(kw["default_deploy_config_name"]) if "default_deploy_config_name" in kw else None,
+                        deploy_name=evaluate(kw["default_deploy_config_name"])
+                        if "default_deploy_config_name" in kw
+                        else None,
                         stages=tuple(stages),
                         line=node.lineno,
                     )
@@ -236,7 +249,13 @@ class TreeIndex:
         out = []
         models = self.root / profiles.MODELS
         folders = sorted({p.parent.name for p in models.glob("*/pipeline.py")})
-        folders += sorted({rel.split("/")[-2] for rel in self.sources if rel.startswith(profiles.MODELS) and rel.endswith("/pipeline.py")})
+        folders += sorted(
+            {
+                rel.split("/")[-2]
+                for rel in self.sources
+                if rel.startswith(profiles.MODELS) and rel.endswith("/pipeline.py")
+            }
+        )
         for folder in dict.fromkeys(folders):
             out += parse_pipelines(folder, self.text(f"{profiles.MODELS}/{folder}/pipeline.py"))
         return out
@@ -269,7 +288,9 @@ class TreeIndex:
     @cached_property
     def union_members(self) -> set[str]:
         tree = self.serving_tree
-        node = next((n for n in tree.body if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", None) == UNION), None)
+        node = next(
+            (n for n in tree.body if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", None) == UNION), None
+        )
         names = set()
         for sub in ast.walk(node.value) if node is not None and node.value is not None else []:
             if isinstance(sub, ast.Name):
@@ -292,7 +313,11 @@ class TreeIndex:
 
     @cached_property
     def adapter_import_tuple(self) -> list[str]:
-        return tuple_names(self.text(profiles.ADAPTERS_INIT), profiles.ADAPTERS_MODULE) if self.profile.has_adapters else []
+        return (
+            tuple_names(self.text(profiles.ADAPTERS_INIT), profiles.ADAPTERS_MODULE)
+            if self.profile.has_adapters
+            else []
+        )
 
     def detect(self, model_stage: str | None, model_arch: str | None) -> str | None:
         """The tree's own answer: which model type serves a stage with this key / architecture."""

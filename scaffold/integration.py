@@ -9,14 +9,19 @@ exact inverse of `new` on every era.
 from __future__ import annotations
 
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from omnitts.scaffold import profiles
 from omnitts.scaffold.codemods.base import run_codemod
 from omnitts.scaffold.codemods.hf_config import RegisterHfConfig, UnregisterHfConfig
 from omnitts.scaffold.codemods.imports import AddImportAlias, AddModuleImport, RemoveImportAlias, RemoveModuleImport
 from omnitts.scaffold.codemods.registry import AddDictNameEntry, AddDictTupleEntry, RemoveDictEntry
-from omnitts.scaffold.codemods.serving import FivePointServing, HybridServing, RemoveFivePointServing, RemoveHybridServing
+from omnitts.scaffold.codemods.serving import (
+    FivePointServing,
+    HybridServing,
+    RemoveFivePointServing,
+    RemoveHybridServing,
+)
 from omnitts.scaffold.naming import ModelNames
 from omnitts.scaffold.plan import read_for_patch
 from omnitts.scaffold.profiles import LayoutProfile
@@ -36,7 +41,6 @@ class Integration:
     hf_configs: tuple[tuple[str, str, str], ...] = ()  # (model_type, module, Config class)
     adapter_module: str | None = None  # tts_adapters/<module>.py, listed in the import tuple
     voice_cloning: bool = False
-    extra: dict = field(default_factory=dict, compare=False, hash=False)
 
 
 def from_names(names: ModelNames, profile: LayoutProfile, *, voice_cloning: bool = False) -> Integration:
@@ -48,7 +52,13 @@ def from_names(names: ModelNames, profile: LayoutProfile, *, voice_cloning: bool
         stage_keys=(names.stage_key,),
         registry=tuple(names.registry_entries()),
         pipelines=((names.model_type, f"vllm_omni.model_executor.models.{names.name}.pipeline", names.pipeline_var),),
-        hf_configs=((names.model_type, f"vllm_omni.model_executor.models.{names.name}.configuration_{names.name}", names.config_class),),
+        hf_configs=(
+            (
+                names.model_type,
+                f"vllm_omni.model_executor.models.{names.name}.configuration_{names.name}",
+                names.config_class,
+            ),
+        ),
         adapter_module=names.name if profile.has_adapters else None,
         voice_cloning=voice_cloning,
     )
@@ -107,7 +117,11 @@ def shared_file_patches(profile: LayoutProfile, integ: Integration) -> list[Patc
             )
     for model_type, module, cls in integ.hf_configs:
         patches.append(
-            Patch(profiles.HF_CONFIGS, RegisterHfConfig, (("model_type", model_type), ("module", module), ("class_name", cls)))
+            Patch(
+                profiles.HF_CONFIGS,
+                RegisterHfConfig,
+                (("model_type", model_type), ("module", module), ("class_name", cls)),
+            )
         )
     if profile.era == profiles.FIVE_POINT:
         patches.append(Patch(profiles.SERVING, FivePointServing, _serving_kwargs(integ)))
@@ -115,7 +129,11 @@ def shared_file_patches(profile: LayoutProfile, integ: Integration) -> list[Patc
         patches.append(Patch(profiles.SERVING, HybridServing, _serving_kwargs(integ)))
     if profile.has_adapters and integ.adapter_module:
         patches.append(
-            Patch(profiles.ADAPTERS_INIT, AddImportAlias, (("module", profiles.ADAPTERS_MODULE), ("name", integ.adapter_module)))
+            Patch(
+                profiles.ADAPTERS_INIT,
+                AddImportAlias,
+                (("module", profiles.ADAPTERS_MODULE), ("name", integ.adapter_module)),
+            )
         )
     return patches
 
@@ -123,22 +141,38 @@ def shared_file_patches(profile: LayoutProfile, integ: Integration) -> list[Patc
 def inverse_patches(profile: LayoutProfile, integ: Integration) -> list[Patch]:
     """The exact inverses of `shared_file_patches`, in reverse order."""
     patches = [
-        Patch(profiles.REGISTRY, RemoveDictEntry, (("dict_name", "_OMNI_MODELS"), ("key", arch), ("value", (folder, module, cls))))
+        Patch(
+            profiles.REGISTRY,
+            RemoveDictEntry,
+            (("dict_name", "_OMNI_MODELS"), ("key", arch), ("value", (folder, module, cls))),
+        )
         for arch, folder, module, cls in integ.registry
     ]
     for key, module, var in integ.pipelines:
         if profile.pipeline_registry == "_OMNI_PIPELINES":
             patches.append(
-                Patch(profiles.PIPELINE_REGISTRY, RemoveDictEntry, (("dict_name", "_OMNI_PIPELINES"), ("key", key), ("value", (module, var))))
+                Patch(
+                    profiles.PIPELINE_REGISTRY,
+                    RemoveDictEntry,
+                    (("dict_name", "_OMNI_PIPELINES"), ("key", key), ("value", (module, var))),
+                )
             )
         else:
             patches.append(
-                Patch(profiles.PIPELINE_REGISTRY, RemoveDictEntry, (("dict_name", "OMNI_PIPELINES"), ("key", key), ("value", var)))
+                Patch(
+                    profiles.PIPELINE_REGISTRY,
+                    RemoveDictEntry,
+                    (("dict_name", "OMNI_PIPELINES"), ("key", key), ("value", var)),
+                )
             )
             patches.append(Patch(profiles.PIPELINE_REGISTRY, RemoveModuleImport, (("module", module), ("name", var))))
     for model_type, module, cls in integ.hf_configs:
         patches.append(
-            Patch(profiles.HF_CONFIGS, UnregisterHfConfig, (("model_type", model_type), ("module", module), ("class_name", cls)))
+            Patch(
+                profiles.HF_CONFIGS,
+                UnregisterHfConfig,
+                (("model_type", model_type), ("module", module), ("class_name", cls)),
+            )
         )
     if profile.era == profiles.FIVE_POINT:
         patches.append(Patch(profiles.SERVING, RemoveFivePointServing, _serving_kwargs(integ)))
@@ -146,7 +180,11 @@ def inverse_patches(profile: LayoutProfile, integ: Integration) -> list[Patch]:
         patches.append(Patch(profiles.SERVING, RemoveHybridServing, _serving_kwargs(integ)))
     if profile.has_adapters and integ.adapter_module:
         patches.append(
-            Patch(profiles.ADAPTERS_INIT, RemoveImportAlias, (("module", profiles.ADAPTERS_MODULE), ("name", integ.adapter_module)))
+            Patch(
+                profiles.ADAPTERS_INIT,
+                RemoveImportAlias,
+                (("module", profiles.ADAPTERS_MODULE), ("name", integ.adapter_module)),
+            )
         )
     return list(reversed(patches))
 
@@ -158,7 +196,9 @@ def _run_file_patches(args: tuple[list[Patch], str]) -> str:
     return source
 
 
-def patch_jobs(profile: LayoutProfile, patches: list[Patch], sources: dict[str, str] | None = None) -> list[tuple[list[Patch], str]]:
+def patch_jobs(
+    profile: LayoutProfile, patches: list[Patch], sources: dict[str, str] | None = None
+) -> list[tuple[list[Patch], str]]:
     """Patches grouped by file with the file's text (read now: refusals such as a read-only file come first)."""
     by_file: dict[str, list[Patch]] = {}
     for patch in patches:
@@ -195,6 +235,8 @@ class PatchRun:
             self.pool = None
 
 
-def run_patches(profile: LayoutProfile, patches: list[Patch], *, parallel: bool = True, sources: dict[str, str] | None = None):
+def run_patches(
+    profile: LayoutProfile, patches: list[Patch], *, parallel: bool = True, sources: dict[str, str] | None = None
+):
     """Run patches grouped by file; returns [(rel, old, new)]. `sources` overrides what is read from disk."""
     return PatchRun(patch_jobs(profile, patches, sources), parallel=parallel).results()

@@ -32,7 +32,7 @@ from omnitts.scaffold.formatting import format_python
 from omnitts.scaffold.index import TreeIndex
 from omnitts.scaffold.integration import Integration, run_patches, shared_file_patches
 from omnitts.scaffold.naming import camel_case, check_identifier
-from omnitts.scaffold.new import add_generated, adapter_stage_key_owners
+from omnitts.scaffold.new import adapter_stage_key_owners, add_generated
 from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
 from omnitts.scaffold.profiles import LayoutProfile
 from omnitts.scaffold.remove import CONFIGS, owned_files
@@ -91,10 +91,14 @@ def _source(index: TreeIndex, like: str) -> Source:
     views = [v for v in model_views(index, like) if v.model_type and v.pipelines and not v.diffusion]
     if len(views) != 1:
         found = ", ".join(v.label for v in model_views(index, like))
-        raise ScaffoldError(f"--like {like}: need exactly one served model with a pipeline.py, found: {found or 'none'}")
+        raise ScaffoldError(
+            f"--like {like}: need exactly one served model with a pipeline.py, found: {found or 'none'}"
+        )
     view = views[0]
     if any(p.legacy for p in view.pipelines):
-        raise ScaffoldError(f"--like {like}: its topology is a legacy stage_configs yaml; pick a model with a pipeline.py")
+        raise ScaffoldError(
+            f"--like {like}: its topology is a legacy stage_configs yaml; pick a model with a pipeline.py"
+        )
     folder = view.folder
     stage, _ = index.entry_stage(view.pipelines[0])
     from omnitts.scaffold.remove import integration_from_tree
@@ -112,7 +116,9 @@ def _source(index: TreeIndex, like: str) -> Source:
     hf_configs = tuple(
         (mt, mod, cls)
         for mt, (cls, mod) in index.hf_configs.items()
-        if cls and mod and (mt in (view.model_type, *keys) or mod.startswith(f"vllm_omni.model_executor.models.{folder}."))
+        if cls
+        and mod
+        and (mt in (view.model_type, *keys) or mod.startswith(f"vllm_omni.model_executor.models.{folder}."))
     )
     for _, module, _ in hf_configs:
         rel = module.replace(".", "/") + ".py"
@@ -129,7 +135,15 @@ def _source(index: TreeIndex, like: str) -> Source:
         hf_configs=hf_configs,
         adapter_module=adapter_module,
     )
-    return Source(folder, view.model_type, stage.model_stage if stage else None, keys, adapter_module, sorted(dict.fromkeys(files)), integ)
+    return Source(
+        folder,
+        view.model_type,
+        stage.model_stage if stage else None,
+        keys,
+        adapter_module,
+        sorted(dict.fromkeys(files)),
+        integ,
+    )
 
 
 def renamer_for(src: Source, name: str, model_type: str, stage_key: str | None) -> Renamer:
@@ -245,7 +259,9 @@ def plan_like(
 
         owner = existing_stage_keys(index.serving).get(new_stage)
         if owner is not None and owner != stage_constant_name(name.upper()):
-            raise ScaffoldError(f"stage key {new_stage!r} is already served by {owner} in serving_speech.py; choose --stage-key")
+            raise ScaffoldError(
+                f"stage key {new_stage!r} is already served by {owner} in serving_speech.py; choose --stage-key"
+            )
 
     files = format_python(files, profile.root)
     plan = Plan(profile.root)
@@ -268,16 +284,19 @@ def plan_like(
         ("pipeline key", [p[0] for p in src.integ.pipelines], [p[0] for p in integ.pipelines]),
         ("config class", [h[2] for h in src.integ.hf_configs], [h[2] for h in integ.hf_configs]),
     ):
-        same = [o for o, n in zip(old, new) if o == n]
+        same = [o for o, n in zip(old, new, strict=True) if o == n]
         if same:
-            raise ScaffoldError(f"--like {like}: the {what} {same[0]!r} does not contain the source's name; it cannot be renamed")
+            raise ScaffoldError(
+                f"--like {like}: the {what} {same[0]!r} does not contain the source's name; it cannot be renamed"
+            )
     for rel, old, new in run_patches(profile, shared_file_patches(profile, integ), parallel=parallel):
         plan.add(FileOp(rel, new, old=old, reason="patched"))
     _copy_hub_sections(plan, profile, src, rename)
     if profile.era == profiles.FIVE_POINT:
         plan.notices.append(
-            f"five-point era: {src.model_type}'s request handling is inline in serving_speech.py; {name} is wired through"
-            f" the generated _validate_{name}_request / _build_{name}_params, port {src.model_type}'s branches into them"
+            f"five-point era: {src.model_type}'s request handling is inline in serving_speech.py; {name} is wired"
+            f" through the generated _validate_{name}_request / _build_{name}_params,"
+            f" port {src.model_type}'s branches into them"
         )
     return plan
 

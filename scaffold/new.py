@@ -17,14 +17,18 @@ from omnitts.scaffold.codemods.serving import existing_stage_keys
 from omnitts.scaffold.detection import compile_adapter_registry, read_adapter_sources
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.formatting import format_python
-from omnitts.scaffold.integration import Integration, Patch, PatchRun, from_names, patch_jobs
+from omnitts.scaffold.integration import Patch, PatchRun, from_names, patch_jobs
 from omnitts.scaffold.integration import shared_file_patches as _integration_patches
 from omnitts.scaffold.naming import ModelNames, template_context
 from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
 from omnitts.scaffold.profiles import LayoutProfile
 from omnitts.scaffold.render import render_pattern, render_shared, templates_root
 
-PATTERN_STAGES = {"two-stage": "2 (talker + code2wav)", "single-stage": "single (AR + codec)", "native-ar": "single (native AR)"}
+PATTERN_STAGES = {
+    "two-stage": "2 (talker + code2wav)",
+    "single-stage": "single (AR + codec)",
+    "native-ar": "single (native AR)",
+}
 PATTERN_WORDS = {
     "two-stage": "two-stage (AR talker → codec decoder)",
     "single-stage": "single-stage generator",
@@ -94,7 +98,8 @@ def adapter_stage_key_owners(profile: LayoutProfile, names: ModelNames, detect_p
     lowest = min(a.detect_priority if a.detect_priority is not None else 100 for a in owners)
     if detect_priority >= lowest:
         raise ScaffoldError(
-            f"--detect-priority {detect_priority} does not run before {described}: their stage-key match would win; use a value below {lowest}"
+            f"--detect-priority {detect_priority} does not run before {described}: their stage-key match would win;"
+            f" use a value below {lowest}"
         )
     return [a.name for a in owners]
 
@@ -107,14 +112,18 @@ def _refuse_adapter_conflicts(profile: LayoutProfile, names: ModelNames) -> None
     owner = registry.adapters.get(names.model_type)
     if owner is not None and owner.module != names.name:
         raise ScaffoldError(
-            f"model type {names.model_type!r} already names the adapter {owner.class_name} (tts_adapters/{owner.module}.py); choose --model-type"
+            f"model type {names.model_type!r} already names the adapter {owner.class_name}"
+            f" (tts_adapters/{owner.module}.py); choose --model-type"
         )
     if profile.era == profiles.HYBRID:
         serving = read_for_patch(profile.root, profiles.SERVING)
         owner_constant = existing_stage_keys(serving).get(names.stage_key)
         mine = f"_{names.upper}_TTS_MODEL_STAGES"
         if owner_constant is not None and owner_constant != mine:
-            raise ScaffoldError(f"stage key {names.stage_key!r} is already served by {owner_constant} in serving_speech.py; choose --stage-key")
+            raise ScaffoldError(
+                f"stage key {names.stage_key!r} is already served by {owner_constant} in serving_speech.py;"
+                " choose --stage-key"
+            )
 
 
 def plan_new(
@@ -146,7 +155,14 @@ def plan_new(
         if profile.deploy_name_field and pipeline_rel in files:
             files[pipeline_rel] = add_deploy_config_name(files[pipeline_rel], f"{names.model_type}.yaml", pipeline_rel)
         if profile.has_adapters:
-            rel, text = adapter_file(profile, names, ctx, voice_cloning=voice_cloning, shared_with=shared_with, detect_priority=detect_priority)
+            rel, text = adapter_file(
+                profile,
+                names,
+                ctx,
+                voice_cloning=voice_cloning,
+                shared_with=shared_with,
+                detect_priority=detect_priority,
+            )
             files[rel] = text
         files = format_python(files, root)
         add_generated(plan, root, files)
@@ -176,7 +192,9 @@ def add_hub_edits(plan: Plan, profile: LayoutProfile, edits: list[tuple[str, str
     for rel, title, row, section in edits:
         path = profile.root / rel
         if not path.is_file():
-            plan.notices.append(f"{rel} is not in this tree (a wheel holds the package only): hub row and section not added")
+            plan.notices.append(
+                f"{rel} is not in this tree (a wheel holds the package only): hub row and section not added"
+            )
             continue
         old = read_for_patch(profile.root, rel)
         new = hub_readme.add_section(hub_readme.add_table_row(old, row, rel), title, section, rel)
@@ -197,12 +215,18 @@ def hub_snippets(names: ModelNames, ctx: dict[str, str]) -> dict:
 
 def _hub_edits(names: ModelNames, ctx: dict[str, str]):
     common = hub_snippets(names, ctx)
-    yield (profiles.OFFLINE_HUB, names.camel, _snippet("offline_row.md.j2", **common), _snippet("offline_section.md.j2", **common))
-    yield (profiles.ONLINE_HUB, names.camel, _snippet("online_row.md.j2", **common), _snippet("online_section.md.j2", **common))
-
-
-def hub_edits(names: ModelNames, ctx: dict[str, str]) -> list[tuple[str, str, str, str]]:
-    return list(_hub_edits(names, ctx))
+    yield (
+        profiles.OFFLINE_HUB,
+        names.camel,
+        _snippet("offline_row.md.j2", **common),
+        _snippet("offline_section.md.j2", **common),
+    )
+    yield (
+        profiles.ONLINE_HUB,
+        names.camel,
+        _snippet("online_row.md.j2", **common),
+        _snippet("online_section.md.j2", **common),
+    )
 
 
 def _refuse_taken_names(profile: LayoutProfile, names: ModelNames) -> None:
@@ -218,10 +242,6 @@ def _refuse_taken_names(profile: LayoutProfile, names: ModelNames) -> None:
         adapter = profile.root / profiles.ADAPTERS / f"{names.name}.py"
         if adapter.exists() and not marker.exists():
             raise ScaffoldError(f"{profiles.ADAPTERS}/{names.name}.py already exists; the model name is taken")
-
-
-def integration_of(profile: LayoutProfile, names: ModelNames, *, voice_cloning: bool = False) -> Integration:
-    return from_names(names, profile, voice_cloning=voice_cloning)
 
 
 def _run_file_patches(args: tuple[list[Patch], str]) -> str:  # kept for benchmarks/scaffold_latency.py

@@ -115,7 +115,9 @@ class Plan:
                 except OSError:
                     pass
             if isinstance(exc, OSError):
-                raise ScaffoldError(f"could not write {exc.filename or ''} ({exc.strerror or exc}); tree restored") from exc
+                raise ScaffoldError(
+                    f"could not write {exc.filename or ''} ({exc.strerror or exc}); tree restored"
+                ) from exc
             raise
         return [self.root / op.rel for op in changes]
 

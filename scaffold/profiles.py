@@ -52,12 +52,20 @@ class Point:
 
 
 _PACKAGE = Point("package", f"{MODELS}/<name>/", "model package (config, stage modules)", generated=True)
-_PROCESSOR = Point("processor", f"{PROCESSORS}/<name>.py", "stage input processor (two-stage)", generated=True, optional=True)
+_PROCESSOR = Point(
+    "processor", f"{PROCESSORS}/<name>.py", "stage input processor (two-stage)", generated=True, optional=True
+)
 _PIPELINE = Point("pipeline", f"{MODELS}/<name>/pipeline.py", "PipelineConfig (topology)", generated=True)
-_DEPLOY = Point("deploy", f"{DEPLOY}/<model_type>.yaml", "deploy config (stages: ids match the pipeline)", generated=True)
+_DEPLOY = Point(
+    "deploy", f"{DEPLOY}/<model_type>.yaml", "deploy config (stages: ids match the pipeline)", generated=True
+)
 _REGISTRY = Point("registry", REGISTRY, "_OMNI_MODELS entry per architecture")
-_HF_CONFIG = Point("hf_config", HF_CONFIGS, "_register_omni_hf_configs() import + (model_type, Config) pair", optional=True)
-_EXAMPLES = Point("examples", "examples/*/text_to_speech/<name>/", "offline + online examples", generated=True, sources_only=True)
+_HF_CONFIG = Point(
+    "hf_config", HF_CONFIGS, "_register_omni_hf_configs() import + (model_type, Config) pair", optional=True
+)
+_EXAMPLES = Point(
+    "examples", "examples/*/text_to_speech/<name>/", "offline + online examples", generated=True, sources_only=True
+)
 _TESTS = Point("tests", "tests/e2e/*/test_<name>.py", "e2e tests (offline + online)", generated=True, sources_only=True)
 _HUB = Point("hub_readme", "examples/*/text_to_speech/README.md", "hub README row + section", sources_only=True)
 
@@ -78,9 +86,13 @@ FIVE_POINT_POINTS = (
     _TESTS,
     _HUB,
 )
-_EAGER_PIPELINE_REGISTRY = Point("pipeline_registry", PIPELINE_REGISTRY, "OMNI_PIPELINES[model_type] = VAR, imported in isort order")
+_EAGER_PIPELINE_REGISTRY = Point(
+    "pipeline_registry", PIPELINE_REGISTRY, "OMNI_PIPELINES[model_type] = VAR, imported in isort order"
+)
 _ADAPTER = Point("adapter", f"{ADAPTERS}/<name>.py", "TTS adapter registered under the model type", generated=True)
-_ADAPTER_IMPORT = Point("adapter_import", ADAPTERS_INIT, "adapter module in the import tuple of tts_adapters/__init__.py")
+_ADAPTER_IMPORT = Point(
+    "adapter_import", ADAPTERS_INIT, "adapter module in the import tuple of tts_adapters/__init__.py"
+)
 HYBRID_POINTS = (
     _PACKAGE,
     _PROCESSOR,
@@ -94,7 +106,11 @@ HYBRID_POINTS = (
     Point("serving.detect", SERVING, "_detect_tts_model_type() returns the adapter's name for the stage key"),
     _ADAPTER,
     _ADAPTER_IMPORT,
-    Point("adapter.stage_keys", f"{ADAPTERS}/<name>.py", "adapter's stage_keys name the entry stage key (documentation in 0.24-0.26)"),
+    Point(
+        "adapter.stage_keys",
+        f"{ADAPTERS}/<name>.py",
+        "adapter's stage_keys name the entry stage key (documentation in 0.24-0.26)",
+    ),
     _EXAMPLES,
     _TESTS,
     _HUB,
@@ -179,7 +195,9 @@ def _module_assign_names(source: str) -> set[str]:
     except SyntaxError:
         return names
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         names.update(t.id for t in targets if isinstance(t, ast.Name))
     return names
 
@@ -228,12 +246,20 @@ def detect_profile(root: Path) -> LayoutProfile:
     has_deploy = (root / DEPLOY).is_dir()
     union = "_TTS_MODEL_STAGES" in serving_names
     detects = "def _detect_tts_model_type" in serving
-    stage_constants = sorted(n for n in serving_names if re.fullmatch(r"_\w+_MODEL_STAGES", n) and n != "_TTS_MODEL_STAGES")
+    stage_constants = sorted(
+        n for n in serving_names if re.fullmatch(r"_\w+_MODEL_STAGES", n) and n != "_TTS_MODEL_STAGES"
+    )
     registry_detection = "def detect_tts_model_type" in adapters_init
     pipeline_registry = next((n for n in ("_OMNI_PIPELINES", "OMNI_PIPELINES") if n in pipeline_names), None)
     evidence = (
-        f"serving_speech.py: {f'{len(stage_constants)} stage constants + _TTS_MODEL_STAGES union' if union else 'no _TTS_MODEL_STAGES union'}",
-        f"tts_adapters/: {('present, detect_tts_model_type' if registry_detection else 'present') if has_adapters else 'absent'}",
+        "serving_speech.py: "
+        + (
+            f"{len(stage_constants)} stage constants + _TTS_MODEL_STAGES union"
+            if union
+            else "no _TTS_MODEL_STAGES union"
+        ),
+        "tts_adapters/: "
+        + (("present, detect_tts_model_type" if registry_detection else "present") if has_adapters else "absent"),
         f"pipeline registry: {pipeline_registry or 'absent'}",
         f"deploy/: {'present' if has_deploy else 'absent'}",
     )
@@ -258,7 +284,9 @@ def detect_profile(root: Path) -> LayoutProfile:
         consolidation = consolidation_old
     if has_deploy and pipeline_registry:
         if not has_adapters and union and detects and stage_constants and pipeline_registry == "_OMNI_PIPELINES":
-            return LayoutProfile(era=FIVE_POINT, releases="0.20-0.22", consolidation=consolidation, points=FIVE_POINT_POINTS, **common)
+            return LayoutProfile(
+                era=FIVE_POINT, releases="0.20-0.22", consolidation=consolidation, points=FIVE_POINT_POINTS, **common
+            )
         if has_adapters and pipeline_registry == "OMNI_PIPELINES":
             if union and detects and stage_constants and not registry_detection:
                 return LayoutProfile(
@@ -296,7 +324,8 @@ def detect_profile(root: Path) -> LayoutProfile:
         why = "its files match none of the known eras"
     raise ScaffoldError(
         f"unsupported vLLM-Omni layout at {root} (version {version or 'unknown'}): looks like the {era} era ({found});"
-        f" omnitts-scaffold supports the five-point (0.20-0.22), hybrid adapters (0.24-0.26) and adapter-only (0.28-0.30)"
+        " omnitts-scaffold supports the five-point (0.20-0.22), hybrid adapters (0.24-0.26)"
+        " and adapter-only (0.28-0.30)"
         f" eras: {why}"
     )
 

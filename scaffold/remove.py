@@ -28,7 +28,9 @@ def _files_under(root: Path, rel_dir: str) -> list[str]:
     base = root / rel_dir
     if not base.is_dir():
         return []
-    return sorted(p.relative_to(root).as_posix() for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return sorted(
+        p.relative_to(root).as_posix() for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    )
 
 
 def owned_files(index: TreeIndex, name: str, deploy_files: list[str], aliases: tuple[str, ...] = ()) -> list[str]:
@@ -70,7 +72,11 @@ def integration_from_tree(index: TreeIndex, name: str) -> tuple[Integration, lis
         raise ScaffoldError(f"no model folder {profiles.MODELS}/{name}/ in {index.root}; nothing to remove")
     registry = tuple((arch, *entry) for arch, entry in index.registry.items() if entry and entry[0] == name)
     pipeline_module = f"vllm_omni.model_executor.models.{name}.pipeline"
-    pipelines = tuple((key, entry[0], entry[1]) for key, entry in index.pipeline_registry.items() if entry and entry[0] == pipeline_module)
+    pipelines = tuple(
+        (key, entry[0], entry[1])
+        for key, entry in index.pipeline_registry.items()
+        if entry and entry[0] == pipeline_module
+    )
     config_prefixes = (f"vllm_omni.model_executor.models.{name}.", f"{CONFIGS.replace('/', '.')}.{name}")
     hf_configs = tuple(
         (model_type, module, cls)
@@ -128,7 +134,9 @@ def _identifiers(integ: Integration, deleted: set[str]) -> list[tuple[str, re.Pa
 SHARED = (profiles.REGISTRY, profiles.PIPELINE_REGISTRY, profiles.HF_CONFIGS, profiles.SERVING, profiles.ADAPTERS_INIT)
 
 
-def _refuse_leftovers(profile: LayoutProfile, integ: Integration, new_shared: dict[str, str], deleted: set[str]) -> None:
+def _refuse_leftovers(
+    profile: LayoutProfile, integ: Integration, new_shared: dict[str, str], deleted: set[str]
+) -> None:
     """Anything still naming the model after removal means it was wired by hand: refuse, change nothing."""
     patterns = _identifiers(integ, deleted)
     for rel in SHARED:
@@ -141,7 +149,8 @@ def _refuse_leftovers(profile: LayoutProfile, integ: Integration, new_shared: di
             if match:
                 line = text.count("\n", 0, match.start()) + 1
                 raise ScaffoldError(
-                    f"{rel}:{line} still refers to {integ.name} ({what}) after every omnitts patch is reversed: it was wired"
+                    f"{rel}:{line} still refers to {integ.name} ({what}) after every omnitts patch is reversed:"
+                    " it was wired"
                     " by hand; remove only reverses what omnitts-scaffold new writes, nothing changed"
                 )
 
@@ -152,7 +161,16 @@ def plan_remove(profile: LayoutProfile, name: str, *, parallel: bool = True) -> 
     integ, files = integration_from_tree(index, name)
     plan = Plan(profile.root)
     for rel in files:
-        plan.add(FileOp(rel, None, old=read_for_patch(profile.root, rel) if rel.endswith(".py") else (profile.root / rel).read_text(encoding="utf-8"), reason="deleted"))
+        plan.add(
+            FileOp(
+                rel,
+                None,
+                old=read_for_patch(profile.root, rel)
+                if rel.endswith(".py")
+                else (profile.root / rel).read_text(encoding="utf-8"),
+                reason="deleted",
+            )
+        )
     results = run_patches(profile, inverse_patches(profile, integ), parallel=parallel)
     new_shared = {rel: new for rel, _, new in results}
     _refuse_leftovers(profile, integ, new_shared, set(files))

@@ -192,7 +192,9 @@ def resolve_repo(root: Path) -> list[tuple[str, str]]:
     """Resolve every conflicted shared file of a stopped merge / rebase; returns [(path, outcome)]."""
     if _git(root, "rev-parse", "--is-inside-work-tree", check=False).returncode != 0:
         raise ScaffoldError(f"{root} is not a git working tree")
-    unmerged = sorted({line.split("\t", 1)[1] for line in _git(root, "ls-files", "-u").stdout.splitlines() if "\t" in line})
+    unmerged = sorted(
+        {line.split("\t", 1)[1] for line in _git(root, "ls-files", "-u").stdout.splitlines() if "\t" in line}
+    )
     if not unmerged:
         return []
     results = []

@@ -55,7 +55,7 @@ EXPLANATIONS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
     ("cosyvoice3", "examples"): (
         ("0.20.0",),
         "0.20.0 ships only an offline example for CosyVoice3; the online hub says so itself"
-        " (\"CosyVoice3 is intentionally absent: no online example exists for it yet\").",
+        ' ("CosyVoice3 is intentionally absent: no online example exists for it yet").',
     ),
     ("cosyvoice3", "hub_readme"): (("0.20.0",), "Same fact: only the offline hub links CosyVoice3's examples."),
     ("fish_tts", "tests"): (
@@ -97,8 +97,7 @@ EXPLANATIONS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
     ),
     ("dots_tts", "adapter"): (
         ("0.28.0",),
-        "dots.tts shipped in 0.28.0 with a model, pipeline and deploy yaml but no adapter (it was removed in"
-        " 0.30.0).",
+        "dots.tts shipped in 0.28.0 with a model, pipeline and deploy yaml but no adapter (it was removed in 0.30.0).",
     ),
     ("dots_tts", "adapter.detect"): (
         ("0.28.0",),
@@ -108,20 +107,25 @@ EXPLANATIONS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
     ),
     ("gepard", "adapter"): (
         ("0.28.0",),
-        "Gepard's model and pipeline shipped in 0.28.0 without an adapter; tts_adapters/gepard.py arrives in"
-        " 0.30.0.",
+        "Gepard's model and pipeline shipped in 0.28.0 without an adapter; tts_adapters/gepard.py arrives in 0.30.0.",
     ),
     ("gepard", "adapter.detect"): (
         ("0.28.0",),
         "Without an adapter nothing claims the stage key gepard: /v1/audio/speech does not serve it in 0.28.0.",
     ),
-    ("soulxsinger_svs", "*"): (("0.26.0",), f"SoulX-Singer (singing-voice synthesis, a diffusion pipeline) is {_NOT_SPEECH}."),
+    ("soulxsinger_svs", "*"): (
+        ("0.26.0",),
+        f"SoulX-Singer (singing-voice synthesis, a diffusion pipeline) is {_NOT_SPEECH}.",
+    ),
     ("soulxsinger_svc", "*"): (("0.26.0",), f"SoulX-Singer (singing-voice conversion) is {_NOT_SPEECH}."),
     ("personaplex", "*"): (
         ("0.28.0", "0.30.0"),
         f"PersonaPlex (full-duplex speech-to-speech, served by the realtime / chat endpoints) is {_NOT_SPEECH}.",
     ),
-    ("auk", "*"): (("0.30.0",), f"AuK (audio generation with an inline DiT, served by the chat endpoint) is {_NOT_SPEECH}."),
+    ("auk", "*"): (
+        ("0.30.0",),
+        f"AuK (audio generation with an inline DiT, served by the chat endpoint) is {_NOT_SPEECH}.",
+    ),
 }
 
 
@@ -165,7 +169,8 @@ def render(releases: list[str] = RELEASES) -> str:
         out += [
             f"## {version} ({ERA_TITLES[profile.era]} era, {kind})",
             "",
-            f"{len(served)} served model types, {complete} complete; {len(reports) - len(served)} audio-only pipeline(s) not served.",
+            f"{len(served)} served model types, {complete} complete;"
+            f" {len(reports) - len(served)} audio-only pipeline(s) not served.",
             "",
             "| model type | folder | " + " | ".join(SHORT[p] for p in points) + " | gaps |",
             "|---|---|" + "---|" * len(points) + "---|",
@@ -198,7 +203,9 @@ def render(releases: list[str] = RELEASES) -> str:
         out.append(f"| {version} | `{label}` | {points} | {_cell(details)} | {_cell(why)} |")
     out.append("")
     if unexplained:
-        raise SystemExit("unexplained gaps (add them to EXPLANATIONS in scripts/check_report.py):\n" + "\n".join(unexplained))
+        raise SystemExit(
+            "unexplained gaps (add them to EXPLANATIONS in scripts/check_report.py):\n" + "\n".join(unexplained)
+        )
     return "\n".join(out)
 
 

@@ -281,10 +281,20 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     per_model = _aggregate()
     tr = terminalreporter
     tr.section("omnitts integration checklist")
-    for model, info in sorted(per_model.items()):
-        rows = checklist.tick(info["results"], info["pattern"])
-        tr.write_line(checklist.render_terminal(model, rows))
-        tr.write_line("")
+    if len(per_model) > 3:  # many models (e.g. --model all): one line each; the full lists are in checklist.md
+        for model, info in sorted(per_model.items()):
+            rows = checklist.tick(info["results"], info["pattern"])
+            n = {k: sum(1 for r in rows if r["state"] == k) for k in ("passed", "failed", "skipped", "manual")}
+            failed = sorted({c for r in rows for c in r["failed_checks"]})
+            tr.write_line(
+                f"{model:48s} ticked {n['passed']:2d}  failed {n['failed']:2d}  skipped {n['skipped']:2d}  "
+                f"manual {n['manual']:2d}" + (f"  <- {', '.join(failed)}" if failed else "")
+            )
+    else:
+        for model, info in sorted(per_model.items()):
+            rows = checklist.tick(info["results"], info["pattern"])
+            tr.write_line(checklist.render_terminal(model, rows))
+            tr.write_line("")
     written = getattr(config, "_omnitts_written", None)
     if written:
         tr.write_line("written: " + ", ".join(str(p) for p in written))

@@ -110,7 +110,10 @@ def remove_statement(stmts: list, index: int) -> list:
 
 
 def insert_statement(stmts: list, index: int, new) -> list:
-    """Insert a statement before `stmts[index]`; it takes over that statement's leading lines (a block's opening blank line)."""
+    """Insert a statement before `stmts[index]`; it takes over that statement's leading lines.
+
+    (A block's opening blank line stays at the block's start.)
+    """
     out = list(stmts)
     if index < len(out):
         new = new.with_changes(leading_lines=out[index].leading_lines)

@@ -14,7 +14,14 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.codemod import VisitorBasedCodemodCommand
 
-from omnitts.scaffold.codemods.base import append_element, insert_statement, literal, remove_element, remove_statement, transform
+from omnitts.scaffold.codemods.base import (
+    append_element,
+    insert_statement,
+    literal,
+    remove_element,
+    remove_statement,
+    transform,
+)
 from omnitts.scaffold.codemods.slices import Edit, apply_edits, first_line, natural_key, parse_ast
 from omnitts.scaffold.errors import ScaffoldError
 
@@ -22,7 +29,9 @@ FUNCTION = "_register_omni_hf_configs"
 LINE_LENGTH = 120
 
 
-def import_statement(module: str, names: list[str], indent: str = "", line_length: int = LINE_LENGTH) -> cst.SimpleStatementLine:
+def import_statement(
+    module: str, names: list[str], indent: str = "", line_length: int = LINE_LENGTH
+) -> cst.SimpleStatementLine:
     """`from module import a, b` as ruff-format writes it at this indentation (parenthesized when too long)."""
     one_line = f"from {module} import {', '.join(names)}"
     if len(indent) + len(one_line) <= line_length:
@@ -116,7 +125,9 @@ class RegisterHfConfig(_HfConfigCommand):
             raise ScaffoldError(f"model type {self.model_type!r} is already registered with {pairs[self.model_type]}")
         loop = body[loop_i]
         pair = cst.Element(cst.parse_expression(f'("{self.model_type}", {self.class_name})'))
-        new_iter = loop.iter.with_changes(elements=append_element(list(loop.iter.elements), pair, loop.iter.lbracket.whitespace_after))
+        new_iter = loop.iter.with_changes(
+            elements=append_element(list(loop.iter.elements), pair, loop.iter.lbracket.whitespace_after)
+        )
         body[loop_i] = loop.with_changes(iter=new_iter)
         body[try_i] = self._add_import(body[try_i])
         return body
@@ -139,10 +150,16 @@ class UnregisterHfConfig(_HfConfigCommand):
         if self.model_type not in pairs:
             return None
         if pairs[self.model_type] != self.class_name:
-            raise ScaffoldError(f"model type {self.model_type!r} is registered with {pairs[self.model_type]}, not {self.class_name}")
+            raise ScaffoldError(
+                f"model type {self.model_type!r} is registered with {pairs[self.model_type]}, not {self.class_name}"
+            )
         loop = body[loop_i]
         elements = list(loop.iter.elements)
-        index = next(i for i, el in enumerate(elements) if isinstance(el.value, cst.Tuple) and literal(el.value.elements[0].value) == self.model_type)
+        index = next(
+            i
+            for i, el in enumerate(elements)
+            if isinstance(el.value, cst.Tuple) and literal(el.value.elements[0].value) == self.model_type
+        )
         body[loop_i] = loop.with_changes(iter=loop.iter.with_changes(elements=remove_element(elements, index)))
         try_node = body[try_i]
         stmts = list(try_node.body.body)

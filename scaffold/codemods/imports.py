@@ -17,7 +17,12 @@ import ast
 import libcst as cst
 
 from omnitts.scaffold.codemods.base import insert_element, insert_statement, remove_element, remove_statement
-from omnitts.scaffold.codemods.hf_config import import_module_name, import_statement, imported_names, sorted_import_position
+from omnitts.scaffold.codemods.hf_config import (
+    import_module_name,
+    import_statement,
+    imported_names,
+    sorted_import_position,
+)
 from omnitts.scaffold.codemods.slices import Edit, apply_edits, natural_key, parse_ast
 from omnitts.scaffold.errors import ScaffoldError
 
@@ -25,7 +30,11 @@ FIRST_PARTY = "vllm_omni."
 
 
 def _first_party_span(tree: ast.Module, rel: str) -> tuple[int, int]:
-    nodes = [n for n in tree.body if isinstance(n, ast.ImportFrom) and n.level == 0 and (n.module or "").startswith(FIRST_PARTY)]
+    nodes = [
+        n
+        for n in tree.body
+        if isinstance(n, ast.ImportFrom) and n.level == 0 and (n.module or "").startswith(FIRST_PARTY)
+    ]
     if not nodes:
         raise ScaffoldError(f"{rel}: anchor (module-level `from vllm_omni... import` block) not found")
     # The contiguous run of import statements around them (the first-party isort block).
@@ -60,7 +69,11 @@ class RemoveModuleImport:
     def apply_text(cls, source: str, rel: str, *, module: str, name: str) -> str:
         tree = parse_ast(source, rel)
         target = next(
-            (n for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == module and [a.name for a in n.names] == [name]),
+            (
+                n
+                for n in tree.body
+                if isinstance(n, ast.ImportFrom) and n.module == module and [a.name for a in n.names] == [name]
+            ),
             None,
         )
         if target is None:
@@ -69,7 +82,9 @@ class RemoveModuleImport:
 
         def edit(parsed: cst.Module) -> cst.Module:
             stmts = list(parsed.body)
-            index = next(i for i, s in enumerate(stmts) if import_module_name(s) == module and imported_names(s) == [name])
+            index = next(
+                i for i, s in enumerate(stmts) if import_module_name(s) == module and imported_names(s) == [name]
+            )
             return parsed.with_changes(body=remove_statement(stmts, index))
 
         return apply_edits(source, [Edit(start, end, edit)], rel)
@@ -78,7 +93,9 @@ class RemoveModuleImport:
 def _tuple_import(tree: ast.Module, module: str, rel: str) -> ast.ImportFrom:
     node = next((n for n in tree.body if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module == module), None)
     if node is None:
-        raise ScaffoldError(f"{rel}: anchor `from {module} import (...)` not found; this tree's layout is not the one detected")
+        raise ScaffoldError(
+            f"{rel}: anchor `from {module} import (...)` not found; this tree's layout is not the one detected"
+        )
     return node
 
 
@@ -131,6 +148,8 @@ class RemoveImportAlias:
             imp = cst.ensure_type(line.body[0], cst.ImportFrom)
             names = list(imp.names)
             index = next(i for i, a in enumerate(names) if a.name.value == name)
-            return parsed.with_changes(body=[line.with_changes(body=[imp.with_changes(names=remove_element(names, index))])])
+            return parsed.with_changes(
+                body=[line.with_changes(body=[imp.with_changes(names=remove_element(names, index))])]
+            )
 
         return apply_edits(source, [Edit(node.lineno - 1, node.end_lineno, edit)], rel)

@@ -29,7 +29,9 @@ def add_deploy_config_name(source: str, yaml_name: str, rel: str) -> str:
             if any(a.keyword is not None and a.keyword.value == KEYWORD for a in args):
                 found = True
                 return updated_node
-            index = next((i for i, a in enumerate(args) if a.keyword is not None and a.keyword.value == "model_type"), None)
+            index = next(
+                (i for i, a in enumerate(args) if a.keyword is not None and a.keyword.value == "model_type"), None
+            )
             if index is None:
                 return updated_node
             found = True

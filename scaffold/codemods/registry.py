@@ -42,7 +42,9 @@ def _dict_slice(source: str, rel: str, dict_name: str) -> tuple[ast.Module, int,
     tree = parse_ast(source, rel)
     node = module_assignment(tree, dict_name)
     if node is None or not isinstance(node.value, ast.Dict):
-        raise ScaffoldError(f"{rel}: anchor `{dict_name} = {{...}}` not found; this tree's layout is not the one detected")
+        raise ScaffoldError(
+            f"{rel}: anchor `{dict_name} = {{...}}` not found; this tree's layout is not the one detected"
+        )
     return tree, first_line(node) - 1, node.end_lineno
 
 
@@ -80,7 +82,11 @@ class _DictCommand(VisitorBasedCodemodCommand):
         keys = [k.value if isinstance(k, ast.Constant) else None for k in node.keys]
         index = cls.first_element(keys, **kwargs)
         lines = source.splitlines(keepends=True)
-        if 0 < index < len(node.keys) and _starts_line(lines, node.keys[index]) and node.values[index - 1].end_lineno < node.keys[index].lineno:
+        if (
+            0 < index < len(node.keys)
+            and _starts_line(lines, node.keys[index])
+            and node.values[index - 1].end_lineno < node.keys[index].lineno
+        ):
             # Only the tail of a long dict is parsed: `NAME = {` + the elements from `index` on.
             head = f"{kwargs['dict_name']} = {{\n"
             tail_start = node.keys[index].lineno - 1
@@ -96,7 +102,11 @@ class _DictCommand(VisitorBasedCodemodCommand):
         return apply_edits(source, [Edit(start, end, lambda module: transform(cls, module, rel, **kwargs))], rel)
 
     def _is_anchor(self, node) -> bool:
-        target = node.target if isinstance(node, cst.AnnAssign) else (node.targets[0].target if len(node.targets) == 1 else None)
+        target = (
+            node.target
+            if isinstance(node, cst.AnnAssign)
+            else (node.targets[0].target if len(node.targets) == 1 else None)
+        )
         return m.matches(target, m.Name(self.dict_name)) and isinstance(node.value, cst.Dict)
 
     def _patch(self, original, updated):
@@ -195,17 +205,21 @@ class RemoveDictEntry(_DictCommand):
         if self.key not in entries:
             return None
         if self.value is not None and entries[self.key] != self.value:
-            raise ScaffoldError(f"{self.what} {self.key!r} in {self.dict_name} is {entries[self.key]}, not {self.value}; left alone")
+            raise ScaffoldError(
+                f"{self.what} {self.key!r} in {self.dict_name} is {entries[self.key]}, not {self.value}; left alone"
+            )
         index = next(i for i, e in enumerate(elements) if isinstance(e, cst.DictElement) and literal(e.key) == self.key)
         return remove_element(elements, index)
 
 
 def _entries(node: ast.stmt) -> dict[str, tuple[str, ...] | str | None]:
     out: dict[str, tuple[str, ...] | str | None] = {}
-    for key, value in zip(node.value.keys, node.value.values):
+    for key, value in zip(node.value.keys, node.value.values, strict=True):
         if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
             continue
-        if isinstance(value, ast.Tuple) and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts):
+        if isinstance(value, ast.Tuple) and all(
+            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts
+        ):
             out[key.value] = tuple(e.value for e in value.elts)
         elif isinstance(value, ast.Name):
             out[key.value] = value.id

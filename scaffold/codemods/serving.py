@@ -163,7 +163,9 @@ def _module_names(tree: ast.Module) -> set[str]:
 def _anchors(tree: ast.Module, rel: str):
     union = module_assignment(tree, UNION)
     if union is None or not isinstance(union, ast.AnnAssign):
-        raise ScaffoldError(f"{rel}: anchor `{UNION}: set[str] = ...` not found; this tree's layout is not the one detected")
+        raise ScaffoldError(
+            f"{rel}: anchor `{UNION}: set[str] = ...` not found; this tree's layout is not the one detected"
+        )
     cls = class_def(tree, CLASS)
     if cls is None:
         raise ScaffoldError(f"{rel}: anchor class {CLASS} not found; this tree's layout is not the one detected")
@@ -207,7 +209,9 @@ def _remove_constant(constant: str):
         body.pop(index)
         line = body[-1]
         ann = line.body[0]
-        return module.with_changes(body=[*body[:-1], line.with_changes(body=[ann.with_changes(value=_drop_operand(ann.value, constant))])])
+        return module.with_changes(
+            body=[*body[:-1], line.with_changes(body=[ann.with_changes(value=_drop_operand(ann.value, constant))])]
+        )
 
     return edit
 
@@ -331,7 +335,7 @@ def _unwire_prepare(func: cst.FunctionDef, name: str, model_type: str) -> cst.Fu
                 if isinstance(x, cst.If) and (unwired := _unlink(x, builder)) is not None:
                     inner[j] = unwired
                     links[k] = link.with_changes(body=link.body.with_changes(body=inner))
-                    stmts[i] = _rebuild(links[:k + 1], links[k].orelse)
+                    stmts[i] = _rebuild(links[: k + 1], links[k].orelse)
                     break
     return func.with_changes(body=func.body.with_changes(body=stmts))
 
@@ -349,7 +353,9 @@ def _check_keys(tree: ast.Module, constant: str, stage_keys: tuple[str, ...]) ->
     for key in stage_keys:
         owner = owners.get(key)
         if owner is not None and owner != constant:
-            raise ScaffoldError(f"stage key {key!r} is already served by {owner} in serving_speech.py; choose --stage-key")
+            raise ScaffoldError(
+                f"stage key {key!r} is already served by {owner} in serving_speech.py; choose --stage-key"
+            )
 
 
 class FivePointServing:
@@ -385,25 +391,44 @@ class FivePointServing:
         detect = method(klass, DETECT)
         if detect is not None:
             snippet = _detect_snippet(constant, model_type)
-            edits.append(Edit(*_span(detect), lambda mod: edit_method(mod, DETECT, lambda f: _before_final_return(f, snippet)), True))
+            edits.append(
+                Edit(
+                    *_span(detect),
+                    lambda mod: edit_method(mod, DETECT, lambda f: _before_final_return(f, snippet)),
+                    True,
+                )
+            )
             done.add("detect")
         if "validate" in points:
             validate = method(klass, VALIDATE)
             if validate is not None:
                 snippet_v = _validate_snippet(name, model_type)
                 edits.append(
-                    Edit(*_span(validate), lambda mod: edit_method(mod, VALIDATE, lambda f: _before_final_return(f, snippet_v)), True)
+                    Edit(
+                        *_span(validate),
+                        lambda mod: edit_method(mod, VALIDATE, lambda f: _before_final_return(f, snippet_v)),
+                        True,
+                    )
                 )
                 done.add("validate")
         if "prepare" in points:
             prepare = method(klass, PREPARE)
             if prepare is not None:
-                edits.append(Edit(*_span(prepare), lambda mod: edit_method(mod, PREPARE, lambda f: _wire_prepare(f, name, model_type, wired)), True))
+                edits.append(
+                    Edit(
+                        *_span(prepare),
+                        lambda mod: edit_method(mod, PREPARE, lambda f: _wire_prepare(f, name, model_type, wired)),
+                        True,
+                    )
+                )
         if "methods" in points:
             validators = [
                 n
                 for n in klass.body
-                if isinstance(n, ast.FunctionDef) and n.name.startswith("_validate_") and n.name.endswith("_request") and n.name != VALIDATE
+                if isinstance(n, ast.FunctionDef)
+                and n.name.startswith("_validate_")
+                and n.name.endswith("_request")
+                and n.name != VALIDATE
             ]
             if not validators:
                 raise ScaffoldError(f"serving_speech.py: no _validate_<model>_request method in {CLASS}")
@@ -475,15 +500,33 @@ class RemoveFivePointServing:
         detect = method(klass, DETECT)
         if detect is not None:
             snippet = _detect_snippet(constant, model_type)
-            edits.append(Edit(*_span(detect), lambda mod: edit_method(mod, DETECT, lambda f: _drop_statement(f, snippet)), True))
+            edits.append(
+                Edit(*_span(detect), lambda mod: edit_method(mod, DETECT, lambda f: _drop_statement(f, snippet)), True)
+            )
         if "validate" in points and (validate := method(klass, VALIDATE)) is not None:
             snippet_v = _validate_snippet(name, model_type)
-            edits.append(Edit(*_span(validate), lambda mod: edit_method(mod, VALIDATE, lambda f: _drop_statement(f, snippet_v)), True))
+            edits.append(
+                Edit(
+                    *_span(validate),
+                    lambda mod: edit_method(mod, VALIDATE, lambda f: _drop_statement(f, snippet_v)),
+                    True,
+                )
+            )
         if "prepare" in points and (prepare := method(klass, PREPARE)) is not None:
-            edits.append(Edit(*_span(prepare), lambda mod: edit_method(mod, PREPARE, lambda f: _unwire_prepare(f, name, model_type)), True))
+            edits.append(
+                Edit(
+                    *_span(prepare),
+                    lambda mod: edit_method(mod, PREPARE, lambda f: _unwire_prepare(f, name, model_type)),
+                    True,
+                )
+            )
         if "methods" in points:
             ours = {f"_validate_{name}_request", f"_build_{name}_params"}
-            indices = [i for i, n in enumerate(klass.body) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in ours]
+            indices = [
+                i
+                for i, n in enumerate(klass.body)
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in ours
+            ]
             if indices and indices[0] > 0:
                 start = first_line(klass.body[indices[0] - 1]) - 1
                 end = klass.body[indices[-1]].end_lineno

@@ -51,7 +51,9 @@ def class_def(tree: ast.Module, name: str) -> ast.ClassDef | None:
 
 
 def method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    return next((n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name), None)
+    return next(
+        (n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name), None
+    )
 
 
 @dataclass
@@ -68,7 +70,7 @@ def apply_edits(source: str, edits: list[Edit], rel: str) -> str:
     """Apply non-overlapping slice edits (bottom-up, so earlier spans keep their line numbers)."""
     lines = source.splitlines(keepends=True)
     ordered = sorted(edits, key=lambda e: e.start, reverse=True)
-    for later, earlier in zip(ordered, ordered[1:]):
+    for later, earlier in zip(ordered, ordered[1:], strict=False):
         if earlier.end > later.start:
             raise ScaffoldError(f"internal error: overlapping edits in {rel}")
     for edit in ordered:
@@ -78,7 +80,9 @@ def apply_edits(source: str, edits: list[Edit], rel: str) -> str:
         try:
             module = cst.parse_module(text)
         except cst.ParserSyntaxError as exc:
-            raise ScaffoldError(f"internal error: {rel} lines {edit.start + 1}-{edit.end} do not parse alone ({exc.message})") from exc
+            raise ScaffoldError(
+                f"internal error: {rel} lines {edit.start + 1}-{edit.end} do not parse alone ({exc.message})"
+            ) from exc
         code = edit.transform(module).code
         if edit.in_class:
             if not code.startswith(WRAPPER):

@@ -17,7 +17,12 @@ import yaml
 
 from omnitts.scaffold import profiles
 from omnitts.scaffold.cli import main
-from omnitts.scaffold.detection import compile_adapter_registry, compile_detector, known_detections, read_adapter_sources
+from omnitts.scaffold.detection import (
+    compile_adapter_registry,
+    compile_detector,
+    known_detections,
+    read_adapter_sources,
+)
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.naming import PATTERNS
 from omnitts.scaffold.profiles import ADAPTER, HYBRID, detect_profile
@@ -35,7 +40,9 @@ def git_snapshot(root):
 
 
 def changed(root):
-    out = subprocess.run(["git", "status", "--porcelain", "-uall"], cwd=root, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "-uall"], cwd=root, check=True, capture_output=True, text=True
+    ).stdout
     return {line[3:]: line[:2].strip() for line in out.splitlines()}
 
 
@@ -76,7 +83,10 @@ def test_eras_detected_from_files(pristine, version, era, keys, deploy_name, bou
     assert ("serving.detect" in ids) is (era == HYBRID)
 
 
-@pytest.mark.parametrize(("version", "era"), [("0.14.0", "single-model serving"), ("0.16.0", "single-model serving"), ("0.18.0", "legacy stage_configs")])
+@pytest.mark.parametrize(
+    ("version", "era"),
+    [("0.14.0", "single-model serving"), ("0.16.0", "single-model serving"), ("0.18.0", "legacy stage_configs")],
+)
 def test_older_eras_still_refused_with_the_reason(pristine, version, era):
     with pytest.raises(ScaffoldError) as info:
         detect_profile(pristine(version))
@@ -112,7 +122,9 @@ def test_new_integrates_cleanly(work_tree, version, pattern, ruff_config_root, c
             assert isinstance(yaml.safe_load(text), dict)
     assert removed_lines(root, shared) == []  # shared files: additions only
 
-    code, output = run_tree_ruff(root, [f for f in created + sorted(shared) if f.endswith(".py")], config_root=ruff_config_root)
+    code, output = run_tree_ruff(
+        root, [f for f in created + sorted(shared) if f.endswith(".py")], config_root=ruff_config_root
+    )
     assert code == 0, output
 
     # The generated model is the same in every era except the request-id keys the profile decides.
@@ -162,9 +174,28 @@ def _refused(capsys, root, hash_tree, *argv, match):
 def test_stage_key_owned_by_an_adapter_is_refused(work_tree, hash_tree, capsys, version):
     # In 0.28 dots_tts had no adapter and resolved to VoxCPM2 through their shared `latent_generator`.
     root = work_tree(version)
-    _refused(capsys, root, hash_tree, "new_tts", "--pattern", "native-ar", "--stage-key", "latent_generator", match="already served by the adapter voxcpm2")
     _refused(
-        capsys, root, hash_tree, "new_tts", "--pattern", "native-ar", "--stage-key", "latent_generator", "--detect-priority", "10",
+        capsys,
+        root,
+        hash_tree,
+        "new_tts",
+        "--pattern",
+        "native-ar",
+        "--stage-key",
+        "latent_generator",
+        match="already served by the adapter voxcpm2",
+    )
+    _refused(
+        capsys,
+        root,
+        hash_tree,
+        "new_tts",
+        "--pattern",
+        "native-ar",
+        "--stage-key",
+        "latent_generator",
+        "--detect-priority",
+        "10",
         match="does not run before voxcpm2",
     )
 
@@ -186,17 +217,39 @@ def test_shared_stage_key_with_detect_priority(work_tree, ruff_config_root):
 
 def test_detect_priority_needs_the_adapter_era(work_tree, hash_tree, capsys):
     root = work_tree("0.24.0")
-    _refused(capsys, root, hash_tree, "new_tts", "--pattern", "two-stage", "--detect-priority", "5", match="--detect-priority needs the adapter-only era")
+    _refused(
+        capsys,
+        root,
+        hash_tree,
+        "new_tts",
+        "--pattern",
+        "two-stage",
+        "--detect-priority",
+        "5",
+        match="--detect-priority needs the adapter-only era",
+    )
 
 
 @pytest.mark.parametrize(
     ("version", "argv", "match"),
     [
-        ("0.24.0", ["new_tts", "--pattern", "single-stage", "--stage-key", "qwen3_tts"], "stage key 'qwen3_tts' is already served by _QWEN3_TTS_MODEL_STAGES"),
-        ("0.26.0", ["new_tts", "--pattern", "single-stage", "--arch", "Qwen3TTSCode2Wav"], "architecture 'Qwen3TTSCode2Wav' already exists"),
+        (
+            "0.24.0",
+            ["new_tts", "--pattern", "single-stage", "--stage-key", "qwen3_tts"],
+            "stage key 'qwen3_tts' is already served by _QWEN3_TTS_MODEL_STAGES",
+        ),
+        (
+            "0.26.0",
+            ["new_tts", "--pattern", "single-stage", "--arch", "Qwen3TTSCode2Wav"],
+            "architecture 'Qwen3TTSCode2Wav' already exists",
+        ),
         ("0.28.0", ["qwen3_tts", "--pattern", "single-stage"], "already exists"),
         ("0.30.0", ["new_tts", "--pattern", "single-stage", "--model-type", "voxcpm2"], "voxcpm2"),
-        ("0.30.0", ["new_tts", "--pattern", "single-stage", "--stage-key", "qwen3_tts"], "already served by the adapter qwen3_tts"),
+        (
+            "0.30.0",
+            ["new_tts", "--pattern", "single-stage", "--stage-key", "qwen3_tts"],
+            "already served by the adapter qwen3_tts",
+        ),
         ("0.30.0", ["Bad-Name", "--pattern", "single-stage"], "not a valid lower_snake_case Python identifier"),
     ],
 )
@@ -209,7 +262,9 @@ def test_voice_cloning_adapter_forwards_reference_fields(work_tree, version, ruf
     root = work_tree(version)
     assert main(["new", "clone_tts", "--pattern", "two-stage", "--voice-cloning", "--target", str(root)]) == 0
     text = (root / f"{ADAPTERS_DIR}/clone_tts.py").read_text()
-    assert 'tts_params["ref_audio"] = [[wav_list, sr]]' in text and 'tts_params["ref_text"] = [request.ref_text]' in text
+    assert (
+        'tts_params["ref_audio"] = [[wav_list, sr]]' in text and 'tts_params["ref_text"] = [request.ref_text]' in text
+    )
     # 0.28+ resolve a cache key along with the audio; it salts the prefix cache but is not forwarded.
     assert ("wav_list, sr, cache_key = await" in text) is (version == "0.28.0")
     assert "does not support voice cloning" not in text

@@ -27,7 +27,9 @@ def reports(pristine, version):
 def test_every_served_model_of_030_is_complete(pristine):
     found = reports(pristine, "0.30.0")
     served = {label: r for label, r in found.items() if r.view.model_type}
-    assert len(served) >= 23 and {"qwen3_tts", "fish_tts", "moss_tts_nano", "voxcpm2", "gepard", "omnivoice"} <= set(served)
+    assert len(served) >= 23 and {"qwen3_tts", "fish_tts", "moss_tts_nano", "voxcpm2", "gepard", "omnivoice"} <= set(
+        served
+    )
     assert {label: [(g.point, g.detail) for g in r.gaps] for label, r in served.items() if not r.complete} == {}
 
 
@@ -57,8 +59,16 @@ def test_a_scaffolded_model_is_complete(work_tree, version):
     (report,) = check_model(profile, "fresh_tts")
     assert report.complete, [(g.point, g.detail) for g in report.gaps]
     expected = {"package", "pipeline", "deploy", "registry", "pipeline_registry", "hf_config", "processor"}
-    expected |= {"serving.constant", "serving.union", "serving.detect"} if profile.era != profiles.ADAPTER else {"adapter.detect"}
-    expected |= {"adapter", "adapter_import", "adapter.stage_keys"} if profile.has_adapters else {"serving.validate", "serving.build"}
+    expected |= (
+        {"serving.constant", "serving.union", "serving.detect"}
+        if profile.era != profiles.ADAPTER
+        else {"adapter.detect"}
+    )
+    expected |= (
+        {"adapter", "adapter_import", "adapter.stage_keys"}
+        if profile.has_adapters
+        else {"serving.validate", "serving.build"}
+    )
     if profile.has_sources:
         expected |= {"examples", "tests", "hub_readme"}
     assert {r.point for r in report.results if r.status == PRESENT} == expected
@@ -69,7 +79,9 @@ def test_stage_key_in_the_pipeline_but_not_in_the_adapter_is_inconsistent(work_t
     profile = detect_profile(root)
     plan_new(profile, make_names("drift_tts", "single-stage"), parallel=False).apply()
     adapter = root / profiles.ADAPTERS / "drift_tts.py"
-    adapter.write_text(adapter.read_text().replace('stage_keys = frozenset({"drift_tts"})', 'stage_keys = frozenset({"drift_v2"})'))
+    adapter.write_text(
+        adapter.read_text().replace('stage_keys = frozenset({"drift_tts"})', 'stage_keys = frozenset({"drift_v2"})')
+    )
     (report,) = check_model(profile, "drift_tts")
     assert report.status("adapter.stage_keys") == INCONSISTENT
     assert "entry stage 'drift_tts'" in next(g.detail for g in report.gaps if g.point == "adapter.stage_keys")

@@ -18,7 +18,12 @@ import yaml
 from omnitts.scaffold import profiles
 from omnitts.scaffold.check import check_model
 from omnitts.scaffold.cli import main
-from omnitts.scaffold.detection import compile_adapter_registry, compile_detector, known_detections, read_adapter_sources
+from omnitts.scaffold.detection import (
+    compile_adapter_registry,
+    compile_detector,
+    known_detections,
+    read_adapter_sources,
+)
 from omnitts.scaffold.like import Renamer, _respell
 from omnitts.scaffold.profiles import ADAPTER, detect_profile
 from omnitts.scaffold.tree_ruff import run_tree_ruff
@@ -34,7 +39,9 @@ def git_snapshot(root):
 
 
 def changed(root):
-    out = subprocess.run(["git", "status", "--porcelain", "-uall"], cwd=root, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "-uall"], cwd=root, check=True, capture_output=True, text=True
+    ).stdout
     return {line[3:]: line[:2].strip() for line in out.splitlines()}
 
 
@@ -55,7 +62,11 @@ def ruff_config_root(pristine):
 
 @pytest.mark.parametrize(
     ("version", "source", "stage_key"),
-    [(v, s, k) for v in ("0.30.0", "0.20.0") for s, k in zip(SOURCES, ("my_tts_slow_ar", "my_tts", "my_tts", "my_tts"))]
+    [
+        (v, s, k)
+        for v in ("0.30.0", "0.20.0")
+        for s, k in zip(SOURCES, ("my_tts_slow_ar", "my_tts", "my_tts", "my_tts"), strict=True)
+    ]
     + [("0.24.0", "fish_speech", "my_tts_slow_ar"), ("0.28.0", "qwen3_tts", "my_tts")],
 )
 def test_like_integrates_cleanly(work_tree, hash_tree, ruff_config_root, capsys, version, source, stage_key):
@@ -83,10 +94,14 @@ def test_like_integrates_cleanly(work_tree, hash_tree, ruff_config_root, capsys,
         elif rel.endswith(".yaml"):
             assert yaml.safe_load(text) is not None
 
-    diff = subprocess.run(["git", "diff", "-U0", "--", *sorted(modified)], cwd=root, capture_output=True, text=True).stdout
+    diff = subprocess.run(
+        ["git", "diff", "-U0", "--", *sorted(modified)], cwd=root, capture_output=True, text=True
+    ).stdout
     assert not [line for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
 
-    code, output = run_tree_ruff(root, [f for f in created + sorted(modified) if f.endswith(".py")], config_root=ruff_config_root)
+    code, output = run_tree_ruff(
+        root, [f for f in created + sorted(modified) if f.endswith(".py")], config_root=ruff_config_root
+    )
     assert code == 0, output
 
     new_detections, detect = detections(root, profile)
@@ -113,7 +128,23 @@ def test_like_integrates_cleanly(work_tree, hash_tree, ruff_config_root, capsys,
 
 def test_like_with_model_type_and_stage_key(work_tree):
     root = work_tree("0.30.0")
-    assert main(["new", "vox_copy", "--like", "voxcpm2", "--model-type", "vox_copy_tts", "--stage-key", "vox_gen", "--target", str(root)]) == 0
+    assert (
+        main(
+            [
+                "new",
+                "vox_copy",
+                "--like",
+                "voxcpm2",
+                "--model-type",
+                "vox_copy_tts",
+                "--stage-key",
+                "vox_gen",
+                "--target",
+                str(root),
+            ]
+        )
+        == 0
+    )
     registry = compile_adapter_registry(read_adapter_sources(root / profiles.ADAPTERS))
     assert registry.adapters["vox_copy_tts"].stage_keys == {"vox_gen"}
     assert registry.detect("vox_gen", None) == "vox_copy_tts"
@@ -129,7 +160,10 @@ def test_like_with_model_type_and_stage_key(work_tree):
         (["my_tts", "--like", "omnivoice"], "need exactly one served model with a pipeline.py"),
         (["qwen3_tts", "--like", "qwen3_tts"], "needs a name other than its source"),
         (["my_tts", "--like", "qwen3_tts", "--arch", "X"], "--arch does not apply to --like"),
-        (["my_tts", "--like", "qwen3_tts", "--stage-key", "fish_speech_slow_ar"], "stage key 'fish_speech_slow_ar' is already served"),
+        (
+            ["my_tts", "--like", "qwen3_tts", "--stage-key", "fish_speech_slow_ar"],
+            "stage key 'fish_speech_slow_ar' is already served",
+        ),
         (["moss_tts_nano", "--like", "qwen3_tts"], "already exists"),
     ],
 )
@@ -145,10 +179,16 @@ def test_like_refusals_leave_the_tree_unchanged(work_tree, hash_tree, capsys, ar
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("fish_speech FishSpeech FISH_SPEECH Fish Speech fish-speech fishspeech", "my_tts MyTts MY_TTS My Tts my-tts mytts"),
+        (
+            "fish_speech FishSpeech FISH_SPEECH Fish Speech fish-speech fishspeech",
+            "my_tts MyTts MY_TTS My Tts my-tts mytts",
+        ),
         ("voxcpm2 VoxCPM2 VOXCPM2", "my_tts MyTts MY_TTS"),
         ('"latent_generator" latent_generator', '"my_tts" latent_generator'),
-        ("Qwen3TTSTalkerForConditionalGeneration qwen3_tts_talker", "MyTtsTalkerForConditionalGeneration my_tts_talker"),
+        (
+            "Qwen3TTSTalkerForConditionalGeneration qwen3_tts_talker",
+            "MyTtsTalkerForConditionalGeneration my_tts_talker",
+        ),
     ],
 )
 def test_renaming_keeps_case_and_separators(text, expected):

@@ -34,7 +34,9 @@ def test_new_then_remove_is_byte_identical(work_tree, hash_tree, capsys, version
 
 
 @pytest.mark.parametrize("version", ["0.20.0", "0.26.0", "0.30.0"])
-def test_removing_the_first_of_two_models_leaves_the_second_as_if_alone(work_tree, pristine, tmp_path, hash_tree, version):
+def test_removing_the_first_of_two_models_leaves_the_second_as_if_alone(
+    work_tree, pristine, tmp_path, hash_tree, version
+):
     first, alone = work_tree(version), tmp_path / "alone"
     shutil.copytree(pristine(version), alone)
     profile, profile_alone = detect_profile(first), detect_profile(alone)
@@ -59,7 +61,11 @@ def test_dry_run_diff_applies_and_equals_the_removal(work_tree, hash_tree, capsy
     root = work_tree("0.20.0")
     before = hash_tree(root)
     assert main(["new", "dry_gone", "--pattern", "two-stage", "--target", str(root)]) == 0
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "with model"]):
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "with model"],
+    ):
         subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
     with_model = hash_tree(root)
     capsys.readouterr()
@@ -93,7 +99,9 @@ def test_failure_during_remove_restores_every_byte(work_tree, hash_tree):
         ("0.30.0", "Bad-Name", "not a valid lower_snake_case"),
     ],
 )
-def test_hand_wired_or_unknown_models_are_refused_with_the_tree_unchanged(work_tree, hash_tree, capsys, version, name, match):
+def test_hand_wired_or_unknown_models_are_refused_with_the_tree_unchanged(
+    work_tree, hash_tree, capsys, version, name, match
+):
     root = work_tree(version)
     before = hash_tree(root)
     assert main(["remove", name, "--target", str(root)]) == 2

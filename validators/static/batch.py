@@ -144,15 +144,24 @@ def per_request_loops(fn: ast.AST) -> list[ast.For]:
     return [n for n in _own_nodes(fn) if isinstance(n, ast.For) and loop_binds_request(n, lists, counts)]
 
 
-def _own_nodes(fn: ast.AST):
-    """Nodes of a function body, not descending into nested functions or classes."""
+def _own_nodes(fn: ast.AST) -> list[ast.AST]:
+    """Nodes of a function body, not descending into nested functions or classes (memoized on
+    the node: the I4/I5 rules ask for the same hooks several times)."""
+    cached = getattr(fn, "_omni_own", None)
+    if cached is not None:
+        return cached
+    out = []
     stack = list(fn.body)
+    skip = FUNC_TYPES + (ast.ClassDef, ast.Lambda)
     while stack:
         n = stack.pop()
-        yield n
+        out.append(n)
         for c in children(n):
-            if not isinstance(c, FUNC_TYPES + (ast.ClassDef, ast.Lambda)):
+            if not isinstance(c, skip):
                 stack.append(c)
+    if not isinstance(fn, ast.Module):
+        fn._omni_own = out
+    return out
 
 
 own_nodes = _own_nodes

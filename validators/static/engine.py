@@ -263,9 +263,7 @@ def lint_source(
     if "index" in src.__dict__:  # a model rule built the index: export cross-module per-step calls
         try:
             index = src.index
-            loopy = sorted(
-                (f.cls or "", f.name) for f in index.functions.values() if f.text and _LOOPY.search(f.text)
-            )
+            loopy = sorted((f.cls or "", f.name) for f in index.functions.values() if f.text and _LOOPY.search(f.text))
             outgoing = {"calls": index.outgoing(), "loopy": loopy}
         except Exception as exc:
             findings.append(meta(display, 1, 1, "OMNI-META-004", f"internal error in the package pass: {exc}"))
@@ -357,13 +355,37 @@ def run_file_rules(items: list[FileItem], facts: TreeFacts, rules, jobs: int, ca
             found[str(it.path)] = hit[0]
         else:
             second.append((it, extra))
-    for abs_path, digest, f, _out in _dispatch(second, facts, get_rules, jobs):
+    # The second pass re-runs only the rules whose result depends on what is hot.
+    for abs_path, digest, f, _out in _dispatch(second, facts, get_rules, jobs, only=HOT_RULES):
+        first = [x for x in found.get(abs_path, []) if not _hot_dependent(x)]
+        f = sorted(set(first + f), key=Finding.sort_key)
         found[abs_path] = f
         if cache is not None and not any(x.rule == "OMNI-META-004" for x in f):
             cache.put(f"{abs_path}#entries={hash_entries(extras[abs_path])}", digest, f, [])
     for it in items:
         res.findings.extend(found.get(str(it.path), []))
     return res
+
+
+# Rules whose findings depend on the per-step/hot sets (re-run by the package pass).
+HOT_RULES = frozenset(
+    {
+        "OMNI-I3-001",
+        "OMNI-I3-002",
+        "OMNI-I3-003",
+        "OMNI-I3-004",
+        "OMNI-I3-005",
+        "OMNI-I5-005",
+        "OMNI-I5-006",
+        "OMNI-INT-006",
+    }
+)
+
+
+def _hot_dependent(f: Finding) -> bool:
+    if f.rule in HOT_RULES:
+        return True
+    return f.rule == "OMNI-META-003" and any(r in f.message for r in HOT_RULES)
 
 
 def hash_entries(extra: frozenset) -> str:
@@ -405,10 +427,10 @@ def package_entries(items: list[FileItem], outgoing: dict[str, list]) -> dict[st
     return {k: frozenset(v) for k, v in acc.items()}
 
 
-def _dispatch(work: list[tuple[FileItem, frozenset]], facts: TreeFacts, get_rules, jobs: int):
+def _dispatch(work: list[tuple[FileItem, frozenset]], facts: TreeFacts, get_rules, jobs: int, only=None):
     if not work:
         return
-    rules = get_rules()
+    rules = [r for r in get_rules() if only is None or r.id in only]
     rule_ids = [r.id for r in rules]
     size = sum(len(it.data) for it, _x in work)
     if jobs > 1 and len(work) > 1 and size >= PARALLEL_MIN_BYTES:

@@ -75,8 +75,18 @@ def is_run_once_test(test: ast.AST) -> bool:
     return cached
 
 
+def _sampled(test: ast.AST) -> bool:
+    """`step % 50 == 0`: a branch taken every N-th step (sampled logging/stats), not per step."""
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.BinOp)
+        and isinstance(test.left.op, ast.Mod)
+        and any(isinstance(c, ast.Constant) and c.value == 0 for c in test.comparators)
+    )
+
+
 def _run_once(test: ast.AST) -> bool:
-    if _guard_atom(test):
+    if _guard_atom(test) or _sampled(test):
         return True
     if isinstance(test, ast.BoolOp):
         return any(is_run_once_test(v) for v in test.values)  # `a and self._x is None`: still once

@@ -258,6 +258,12 @@ class Talker(torch.nn.Module):
             note="run-once guard",
         ),
         Valid(
+            _loop(
+                "if step % 50 == 0:\n    logger.debug('tok %d', codes[step].argmax().item())\nout.append(codes[step])"
+            ),
+            note="sampled logging (every N-th step)",
+        ),
+        Valid(
             """
 import torch
 

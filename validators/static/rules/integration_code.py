@@ -146,7 +146,7 @@ class ForwardExtractedParams(Rule):
     invariant = "INT"
     severity = "error"
     kinds = frozenset({CODE, MODEL})
-    needles = ("request.",)
+    needles = ("def _build_", "def build_", "def build(")
     _S = """
 class OmniOpenAIServingSpeech:
     async def _build_demo_tts_params(self, request) -> dict:
@@ -223,9 +223,15 @@ _DECODE_METHODS = {
 _CODEC_ATTR = re.compile(r"codec|decoder|vocoder|dac|vae|audio_tokenizer|code2wav|token2wav|bigvgan|hifigan", re.I)
 
 
-_DECODE_CALL = re.compile(
-    r"\.(" + "|".join(sorted(_DECODE_METHODS)) + r")\(|self\.\w*(" + _CODEC_ATTR.pattern + r")\w*\(", re.I
-)
+_SELF_CALLED = re.compile(r"\bself\.(\w+)\s*\(")
+_METHOD_CALLED = re.compile(r"\.(\w+)\s*\(")
+
+
+def _decodes(text: str) -> bool:
+    """Cheap textual test: does a function call a decoder (`.decode(`, `self.vocoder(`)?"""
+    if not any(m in _DECODE_METHODS for m in _METHOD_CALLED.findall(text)):
+        return any(_CODEC_ATTR.search(name) for name in _SELF_CALLED.findall(text))
+    return True
 
 
 class _DeviceWalker(FlowWalker):
@@ -303,7 +309,10 @@ class Code2Wav(torch.nn.Module):
 
     def check(self, src: SourceFile):
         out: dict[int, object] = {}
+        cands = {f.qualname for f in src.index.functions.values() if _decodes(src.node_text(f.node))}
+        if not cands:
+            return
         for fn, hot in per_step_functions(src.index):
-            if _DECODE_CALL.search(src.node_text(fn.node)):
+            if fn.qualname in cands:
                 _DeviceWalker(src, fn, hot, out).run()
         yield from sorted(out.values(), key=lambda r: (r.line, r.col))
