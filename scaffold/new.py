@@ -14,7 +14,7 @@ from jinja2 import Environment, StrictUndefined
 from omnitts.scaffold import hub_readme, profiles
 from omnitts.scaffold.codemods.pipeline_file import add_deploy_config_name
 from omnitts.scaffold.codemods.serving import existing_stage_keys
-from omnitts.scaffold.detection import compile_adapter_registry, read_adapter_sources
+from omnitts.scaffold.detection import AdapterRegistry, compile_adapter_registry, read_adapter_sources
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.formatting import format_python
 from omnitts.scaffold.integration import Patch, PatchRun, from_names, patch_jobs
@@ -76,7 +76,9 @@ def adapter_file(
     return f"{profiles.ADAPTERS}/{names.name}.py", text
 
 
-def adapter_stage_key_owners(profile: LayoutProfile, names: ModelNames, detect_priority: int | None) -> list[str]:
+def adapter_stage_key_owners(
+    profile: LayoutProfile, names: ModelNames, detect_priority: int | None, registry: AdapterRegistry | None = None
+) -> list[str]:
     """Refuse a stage key another adapter owns (0.28+), unless `detect_priority` puts the new model first.
 
     In 0.28 a model without an adapter (dots_tts) silently resolved to VoxCPM2 through their shared
@@ -85,7 +87,7 @@ def adapter_stage_key_owners(profile: LayoutProfile, names: ModelNames, detect_p
     """
     if not profile.adapter_detection:
         return []
-    registry = compile_adapter_registry(read_adapter_sources(profile.root / profiles.ADAPTERS))
+    registry = registry or compile_adapter_registry(read_adapter_sources(profile.root / profiles.ADAPTERS))
     owners = [a for a in registry.owners(names.stage_key) if a.name != names.model_type]
     if not owners:
         return []
@@ -104,11 +106,9 @@ def adapter_stage_key_owners(profile: LayoutProfile, names: ModelNames, detect_p
     return [a.name for a in owners]
 
 
-def _refuse_adapter_conflicts(profile: LayoutProfile, names: ModelNames) -> None:
-    if not profile.has_adapters:
+def _refuse_adapter_conflicts(profile: LayoutProfile, names: ModelNames, registry: AdapterRegistry | None) -> None:
+    if registry is None:
         return
-    sources = read_adapter_sources(profile.root / profiles.ADAPTERS)
-    registry = compile_adapter_registry(sources)
     owner = registry.adapters.get(names.model_type)
     if owner is not None and owner.module != names.name:
         raise ScaffoldError(
@@ -138,11 +138,14 @@ def plan_new(
     plan = Plan(root)
     ctx = template_context(names, request_id_keys=profile.request_id_keys)
     _refuse_taken_names(profile, names)
-    shared_with = adapter_stage_key_owners(profile, names, detect_priority)
+    registry = (
+        compile_adapter_registry(read_adapter_sources(root / profiles.ADAPTERS)) if profile.has_adapters else None
+    )
+    shared_with = adapter_stage_key_owners(profile, names, detect_priority, registry)
     if detect_priority is not None and not profile.adapter_detection:
         raise ScaffoldError(f"--detect-priority needs the adapter-only era (0.28+); this tree is the {profile.era} era")
 
-    _refuse_adapter_conflicts(profile, names)
+    _refuse_adapter_conflicts(profile, names, registry)
 
     # The codemods start first, in two worker processes; rendering and formatting the templates
     # overlaps with them in this process.

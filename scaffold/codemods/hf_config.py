@@ -20,7 +20,6 @@ from omnitts.scaffold.codemods.base import (
     literal,
     remove_element,
     remove_statement,
-    transform,
 )
 from omnitts.scaffold.codemods.slices import Edit, apply_edits, first_line, natural_key, parse_ast
 from omnitts.scaffold.errors import ScaffoldError
@@ -75,10 +74,24 @@ class _HfConfigCommand(VisitorBasedCodemodCommand):
     DESCRIPTION = "Edit the HF config registration of one model."
     ANCHOR = f"def {FUNCTION}() with a `for model_type, config_cls in [...]` loop"
 
-    def __init__(self, context, model_type: str, module: str, class_name: str) -> None:
+    def __init__(self, context, **kwargs) -> None:
         super().__init__(context)
+        self._configure(**kwargs)
+
+    def _configure(self, model_type: str, module: str, class_name: str) -> None:
         self.model_type, self.config_module, self.class_name = model_type, module, class_name
         self.anchor_found = False
+
+    @classmethod
+    def _edit_slice(cls, parsed: cst.Module, rel: str, **kwargs) -> cst.Module:
+        """The slice holds just the function: edit it without the codemod machinery (see registry.py)."""
+        command = object.__new__(cls)
+        command._configure(**kwargs)
+        func = cst.ensure_type(parsed.body[0], cst.FunctionDef)
+        new = command.leave_FunctionDef(func, func)
+        if not command.anchor_found:
+            raise ScaffoldError(f"{rel}: anchor {cls.ANCHOR} not found; this tree's layout is not the one detected")
+        return parsed.with_changes(body=[new])
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         # The anchor is a module-level function, edited whole in leave_FunctionDef.
@@ -88,7 +101,7 @@ class _HfConfigCommand(VisitorBasedCodemodCommand):
     @classmethod
     def apply_text(cls, source: str, rel: str, **kwargs) -> str:
         start, end = _function_slice(source, rel)
-        return apply_edits(source, [Edit(start, end, lambda module: transform(cls, module, rel, **kwargs))], rel)
+        return apply_edits(source, [Edit(start, end, lambda parsed: cls._edit_slice(parsed, rel, **kwargs))], rel)
 
     def leave_FunctionDef(self, original_node, updated_node):
         if original_node.name.value != FUNCTION:

@@ -107,7 +107,8 @@ def discover(paths: Iterable[Path]) -> list[str]:
         if not os.path.exists(p):
             raise UsageError(f"no such file or directory: {p}")
         if os.path.isfile(p):
-            cands = [p]
+            # Files named explicitly: Python and YAML only (pre-commit may pass others).
+            cands = [p] if p.endswith((".py", ".pyi", ".yaml", ".yml")) else []
         else:
             cands = []
             for dirpath, dirnames, filenames in os.walk(p):
