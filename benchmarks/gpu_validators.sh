@@ -69,17 +69,20 @@ for model, info in sorted(res["models"].items()):
         "failed_checks": failed,
         "host_syncs_in_steady_steps": i3.get("syncs_in_steady_steps"),
         "cuda_sync_debug_events": i3.get("cuda_sync_debug_events"),
+        "suppressed_syncs": (i3.get("suppressed_syncs") or 0) + (i3.get("cuda_sync_debug_suppressed") or 0),
         "steady_steps": i3.get("steady_steps"),
         "sync_sites": i3.get("sites"),
         "rtf_mean": perf.get("rtf_mean"), "rtf_max": perf.get("rtf_max"), "ttfa_ms_max": perf.get("ttfa_ms_max"),
         "cuda_graph_tokens_equal": graph.get("tokens_equal"), "cuda_graph_speedup": graph.get("speedup"),
-        "eager_stage0_s": graph.get("eager_stage0_s"), "graph_stage0_s": graph.get("graph_stage0_s"),
+        "cuda_graph_forward_speedup": graph.get("forward_speedup"),
+        "eager_ar_step_s": graph.get("eager_ar_step_s"), "graph_ar_step_s": graph.get("graph_ar_step_s"),
         "graph_breaks": gb.get("graph_break_count"),
     }
     s = summary["models"][model]
     rows.append(f"| `{model}` | {', '.join(failed) or 'none'} | {s['host_syncs_in_steady_steps']} / "
-                f"{s['cuda_sync_debug_events']} in {s['steady_steps']} steps | {s['rtf_mean']} / {s['rtf_max']} | "
-                f"{s['ttfa_ms_max']} | {s['cuda_graph_tokens_equal']} | {s['cuda_graph_speedup']} | {s['graph_breaks']} |")
+                f"{s['cuda_sync_debug_events']} in {s['steady_steps']} steps (+{s['suppressed_syncs']} suppressed) | "
+                f"{s['rtf_mean']} / {s['rtf_max']} | {s['ttfa_ms_max']} | {s['cuda_graph_tokens_equal']} | "
+                f"{s['cuda_graph_speedup']} (forward {s['cuda_graph_forward_speedup']}) | {s['graph_breaks']} |")
 try:
     ov = json.loads((out / "harness_overhead.json").read_text())
     summary["harness_overhead"] = {r["model"]: r["overhead_pct"] for r in ov["models"]}
@@ -87,7 +90,7 @@ try:
 except Exception as exc:  # noqa: BLE001
     summary["harness_overhead"] = f"not measured: {exc}"
 md = ["# Runtime validators on CUDA", "", f"device: {res.get('device')}; generated {res.get('generated')}", "",
-      "| model | failed checks | host syncs (dispatch / sync_debug) | RTF mean / max | TTFA max ms | graph tokens = eager | CUDA-graph speedup (AR step) | graph breaks |",
+      "| model | failed checks | host syncs (dispatch / sync_debug) | RTF mean / max | TTFA max ms | graph tokens = eager | CUDA-graph speedup: AR step (forward) | graph breaks |",
       "|---|---|---|---|---|---|---|---|", *rows, "", f"harness overhead (%): {summary['harness_overhead']}", ""]
 (out / "summary.md").write_text("\n".join(md))
 (out / "summary.json").write_text(json.dumps(summary, indent=2))

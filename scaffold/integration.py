@@ -219,7 +219,10 @@ class PatchRun:
 
     def __init__(self, jobs: list[tuple[list[Patch], str]], *, parallel: bool = True):
         self.jobs = sorted(jobs, key=lambda j: -len(j[1]))
-        self.pool = ProcessPoolExecutor(max_workers=2) if parallel and len(self.jobs) > 1 else None
+        # Only serving_speech.py (five-point / hybrid eras) is worth a worker process; the other files
+        # take tens of milliseconds, less than starting one.
+        slow = any(patches[0].rel == profiles.SERVING for patches, _ in self.jobs)
+        self.pool = ProcessPoolExecutor(max_workers=2) if parallel and slow and len(self.jobs) > 1 else None
         self.pending = [self.pool.submit(_run_file_patches, job) for job in self.jobs] if self.pool else None
 
     def results(self) -> list[tuple[str, str, str]]:

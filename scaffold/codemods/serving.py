@@ -447,13 +447,15 @@ class FivePointServing:
         if missing:
             raise ScaffoldError(f"serving_speech.py: could not find the anchor(s) for {', '.join(sorted(missing))}")
         if "prepare" in points or "methods" in points:
-            out = _add_missing_imports(out, rel)
+            out = _add_missing_imports(out, rel, tree)
         return out
 
 
-def _add_missing_imports(source: str, rel: str) -> str:
-    """`tokens_input` and `Any` are imported by every five-point release; add them only when absent."""
-    tree = ast.parse(source)
+def _add_missing_imports(source: str, rel: str, tree: ast.Module) -> str:
+    """`tokens_input` and `Any` are imported by every five-point release; add them only when absent.
+
+    `tree` is the file before the edits (which add no imports), so it is not parsed again.
+    """
     imported = {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
     missing = [(mod, obj) for mod, obj in (("vllm.inputs", "tokens_input"), ("typing", "Any")) if obj not in imported]
     if not missing:

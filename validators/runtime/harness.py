@@ -193,6 +193,17 @@ def _to_host(x: Any) -> Any:
     return x
 
 
+def _batch_to_host(x: Any) -> Any:
+    """``utils/mm_outputs.build_mm_cpu`` for one value (no copy for tensors already on the host)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().to("cpu")
+    if isinstance(x, dict):
+        return {str(k): v.detach().to("cpu") for k, v in x.items() if isinstance(v, torch.Tensor)}
+    if isinstance(x, list):
+        return [v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for v in x]
+    return x
+
+
 def _payload_element(element: Any, idx: int, start: int, end: int, seq_len: int | None) -> Any:
     if seq_len is not None and isinstance(element, torch.Tensor) and element.dim() > 0 and element.shape[0] == seq_len:
         return element[start:end]
@@ -321,6 +332,7 @@ class _Stage:
         self.notified: list[set[str]] = []
         self.max_num_seqs: int | None = None
         self._kept: list = []
+        self.steady_step = False  # every scheduled request is decoding (set by step())
 
     def _call(self, method: str, *args, **kwargs):
         fn = getattr(self.model, method) if method != "__call__" else self.model
@@ -334,6 +346,9 @@ class _Stage:
                 hit = eng.intercept(self.idx, method, fn, args, kwargs)
                 if hit is not _PASS:
                     return hit
+            timed = eng.timed_calls is not None and (self.idx, method) in eng.timed_calls and self.steady_step
+            if timed and eng.cuda:
+                torch.cuda.synchronize()
             t0 = time.perf_counter()
             try:
                 if eng.spy is not None and eng.spy_active:
@@ -341,7 +356,12 @@ class _Stage:
                         return fn(*args, **kwargs)
                 return fn(*args, **kwargs)
             finally:
-                eng.model_seconds += time.perf_counter() - t0
+                if timed and eng.cuda:
+                    torch.cuda.synchronize()
+                dt = time.perf_counter() - t0
+                eng.model_seconds += dt
+                if timed:
+                    eng.call_seconds[(self.idx, method)] = eng.call_seconds.get((self.idx, method), 0.0) + dt
         except (ModelError, ContractError, StopRun):
             raise
         except Exception as exc:  # noqa: BLE001 - any model exception becomes a check failure with its traceback
@@ -425,6 +445,7 @@ class ARStage(_Stage):
             spans.append((start, start + len(toks)))
             start += len(toks)
             logits_idx.append(start - 1)
+        self.steady_step = steady
         both = torch.tensor([ids, pos], dtype=torch.long, device=dev)
         input_ids, positions = both[0], both[1]
         logits_index = torch.tensor(logits_idx, dtype=torch.long, device=dev)
@@ -500,7 +521,10 @@ class ARStage(_Stage):
         eng.steps.append(StepRecord(self.idx, eng.step_index, list(batch), len(ids), steady, time.perf_counter() - t0))
         # per-request payloads
         seq_len = hidden.shape[0] if isinstance(hidden, torch.Tensor) else None
-        mm_flat = flatten_payload(mm) if isinstance(mm, dict) else {}
+        # like build_mm_cpu / hidden_states_cpu: one device->host copy per output for the whole batch, then slices
+        mm_flat = {k: _batch_to_host(v) for k, v in (flatten_payload(mm) if isinstance(mm, dict) else {}).items()}
+        if isinstance(hidden, torch.Tensor):
+            hidden = hidden.detach().to("cpu")
         results = []
         for i, rid in enumerate(batch):
             req = self.requests[rid]
@@ -695,6 +719,10 @@ class Engine:
         self.spy_active = False
         self.intercept = None  # (stage, method, fn, args, kwargs) -> result or harness.PASS
         self.check_aliasing = check_aliasing
+        # (stage, method) pairs timed per steady-state step, with torch.cuda.synchronize() around them on CUDA
+        self.timed_calls: set[tuple[int, str]] | None = None
+        self.call_seconds: dict[tuple[int, str], float] = {}
+        self.cuda = str(device).startswith("cuda")
         self.alias_violations: list[str] = []
         self.recorder: list | None = [] if record_calls else None
         self.salt = salt

@@ -77,10 +77,13 @@ def run(
         return loaded[0]
 
     paths = [Path(p) for p in paths]
+    tree_only = False
     if not paths:
         if not integration:
             raise UsageError("no paths given")
-        paths = [Path.cwd()]
+        # The integration hook without paths: the tree-scope checks only (configs, examples,
+        # consolidation); per-file rules belong to the per-file hook.
+        paths, tree_only = [Path.cwd()], True
     for p in paths:
         if not p.exists():
             raise UsageError(f"no such file or directory: {p}")
@@ -90,7 +93,7 @@ def run(
     model_root = find_model_root(start) if tree_root is None else None
     base = _abs(root) if root else (tree_root or model_root)
     facts = facts_for(tree_root)
-    files = engine.discover(paths)
+    files = [] if tree_only else engine.discover(paths)
     items = engine.read_items(files, base)
 
     cache = None

@@ -178,7 +178,8 @@ def _run(args) -> int:
         return EXIT_INTERNAL
     if findings or stale:
         if args.format == "text":
-            print(f"omnitts-lint: {len(findings)} finding(s) in {res.files} file(s)", file=sys.stderr)
+            where = f"{res.files} file(s)" if res.files else "the tree-scope checks"
+            print(f"omnitts-lint: {len(findings)} finding(s) in {where}", file=sys.stderr)
         return EXIT_FINDINGS
     return EXIT_OK
 

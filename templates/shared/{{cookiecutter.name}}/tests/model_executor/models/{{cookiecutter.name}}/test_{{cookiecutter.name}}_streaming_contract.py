@@ -59,7 +59,7 @@ pytestmark = [pytest.mark.core_model, pytest.mark.cpu]
 ATOL = 1e-5  # streamed deltas vs one decode of the whole utterance: float32 on the CPU (observed <= 2e-6)
 TEXTS = ["Hi.", "Hello there, world.", "Streaming, chunk by chunk.", "Four at once."]
 ARRIVALS = [0, 0, 2, 5]  # engine step at which each request arrives (max_num_seqs 4: all fit)
-MAX_STEPS = 1024
+MAX_STEPS = 256  # the tiny model stops every request by max_frames (96 frames)
 STATE = "{% if cookiecutter.pattern == 'single-stage' %}_stream_gens{% else %}_states{% endif %}"  # the per-request state dict of the AR stage
 
 
@@ -226,7 +226,8 @@ def serve(models: tuple, texts: list[str], arrivals: list[int] | None = None, ab
         stray = set(getattr(model, STATE)) - {req.id for req in reqs}
         assert not stray, f"I5: per-request state keyed by {sorted(stray)}, not by the scheduler request ids"
     ar_step(model, [], finished)  # the runner's next step runs the finish hook
-    assert all(req.done or req.aborted for req in reqs), f"requests did not finish within {MAX_STEPS} steps"
+    unfinished = [req.text for req in reqs if not (req.done or req.aborted)]
+    assert not unfinished, f"{unfinished} never sampled EOS within {MAX_STEPS} steps (compute_logits decides per request)"
     return reqs
 
 
@@ -259,7 +260,7 @@ def test_i1_every_step_emits_deltas_that_add_up_to_the_offline_audio():
             f"I1: {req.text!r} streamed {streamed.numel()} samples, offline decode {offline.numel()} "
             "(longer: cumulative audio re-sent as deltas; shorter: frames lost between steps)"
         )
-        torch.testing.assert_close(streamed, offline, rtol=0, atol=ATOL, msg=lambda m: f"I1: streamed != offline: {m}")
+        torch.testing.assert_close(streamed, offline, rtol=0, atol=ATOL, msg=lambda m: f"I1: {req.text!r} streamed != offline decode: {m}")
 
 
 def test_i1_profiling_run_emits_model_outputs():
@@ -279,7 +280,7 @@ def test_i4_concurrent_requests_get_their_solo_audio():
         solo = stream(serve(build(), [req.text])[0])
         streamed = stream(req)
         assert streamed.shape == solo.shape, f"I4: {req.text!r}: {streamed.numel()} samples together, {solo.numel()} alone"
-        torch.testing.assert_close(streamed, solo, rtol=0, atol=ATOL, msg=lambda m: f"I4: batched audio differs from solo: {m}")
+        torch.testing.assert_close(streamed, solo, rtol=0, atol=ATOL, msg=lambda m: f"I4: {req.text!r} together != alone: {m}")
 
 
 def test_i5_request_state_is_freed_after_finish_and_abort():
@@ -287,5 +288,5 @@ def test_i5_request_state_is_freed_after_finish_and_abort():
     serve(models, TEXTS[:2])
     assert not getattr(models[0], STATE), f"I5: state left after every request finished: {sorted(getattr(models[0], STATE))}"
     reqs = serve(models, TEXTS[:2], aborts={1: 3})  # the same model keeps serving; request 1 is aborted mid-stream
-    assert reqs[1].aborted and not reqs[1].done and reqs[0].done
+    assert reqs[1].aborted and reqs[1].deltas and reqs[0].done, "request 1 must be aborted mid-stream, request 0 finish"
     assert not getattr(models[0], STATE), f"I5: state left after an abort: {sorted(getattr(models[0], STATE))}"
