@@ -5,6 +5,7 @@ editable. Slow (builds a venv with the real vLLM, ~8 GB, on first use): run by .
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -47,3 +48,34 @@ def test_generated_model_imports_resolves_and_steps(probe, real_tree, name):
     assert all(n > 0 for n in result["audio_samples"]) and set(result["sr"]) == {16000}
     assert result["forward_is_real_omni_output"], result["forward_type"]
     assert "model_outputs" in result["forward_keys"]
+
+
+def test_generated_contract_tests_pass_inside_the_tree(vllm_python, real_tree, tmp_path):
+    """The CPU contract test `new` writes into the contributor's tree (I1/I4/I5 on the tiny model) passes there.
+
+    Run the way vLLM-Omni CI runs it: from the tree root, collected under the tree's own pytest configuration
+    (`core_model` / `cpu` must be registered markers: --strict-markers), against the real vllm_omni package. The tree's
+    addopts is replaced by --strict-markers alone because its --strict-config also rejects `asyncio_mode` when
+    pytest-asyncio is absent from the venv. An `omnitts` that fails to import comes first on the path: vLLM-Omni CI
+    has no omnitts, so the generated test must not need it.
+    """
+    paths = []
+    for name in sorted(MODELS):
+        test_file = real_tree / "tests" / "model_executor" / "models" / name / f"test_{name}_streaming_contract.py"
+        assert test_file.is_file(), test_file
+        assert "omnitts" not in test_file.read_text(), f"{test_file.name} mentions omnitts"
+        paths.append(str(test_file.relative_to(real_tree)))
+    (tmp_path / "omnitts").mkdir()
+    (tmp_path / "omnitts" / "__init__.py").write_text('raise ImportError("omnitts is not installed in vLLM-Omni CI")\n')
+    pytest_args = ["-q", "-rfE", "-p", "no:cacheprovider", "-o", "addopts=--strict-markers"]
+    proc = subprocess.run(
+        [str(vllm_python), "-m", "pytest", *paths, *pytest_args],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=real_tree,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    tail = (proc.stdout[-6000:] + proc.stderr[-2000:]).strip()
+    assert proc.returncode == 0, tail
+    assert f"{4 * len(MODELS)} passed" in proc.stdout and "skipped" not in proc.stdout, tail

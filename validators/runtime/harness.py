@@ -185,7 +185,9 @@ def unflatten_payload(flat: dict) -> dict:
 def _to_host(x: Any) -> Any:
     """What crosses the worker -> engine process boundary: fresh CPU copies."""
     if isinstance(x, torch.Tensor):
-        return x.detach().to("cpu", copy=True).contiguous()
+        if x.device.type == "cpu":
+            return x.detach().clone(memory_format=torch.contiguous_format)
+        return x.detach().to("cpu").contiguous()
     if isinstance(x, dict):
         return {k: _to_host(v) for k, v in x.items()}
     if isinstance(x, list):
@@ -337,7 +339,6 @@ class _Stage:
     def _call(self, method: str, *args, **kwargs):
         fn = getattr(self.model, method) if method != "__call__" else self.model
         eng = self.engine
-        where = f"stage {self.idx} ({type(self.model).__name__}).{'forward' if method == '__call__' else method}"
         if eng.recorder is not None:
             eng.recorder.append((self.idx, method, copy.deepcopy(args), copy.deepcopy(kwargs)))
         timeouts.check()  # a passed deadline stops the run cleanly between model calls
@@ -365,6 +366,7 @@ class _Stage:
         except (ModelError, ContractError, StopRun):
             raise
         except Exception as exc:  # noqa: BLE001 - any model exception becomes a check failure with its traceback
+            where = f"stage {self.idx} ({type(self.model).__name__}).{'forward' if method == '__call__' else method}"
             raise ModelError(where, exc) from exc
 
     def _alias_check(self, mm: Any) -> None:
@@ -429,21 +431,26 @@ class ARStage(_Stage):
     def step(self) -> list[tuple[str, dict, bool]]:
         eng, prof, model = self.engine, self.engine.profile, self.model
         self._begin_step(prof.ar_notifies_finish)
-        batch = [r for r in self.slots.order() if not self.requests[r].finished]
+        requests = self.requests
+        batch = [r for r in self.slots.order() if not requests[r].finished]
         if not batch:
             return []
         dev = eng.device
-        ids, pos, spans, logits_idx = [], [], [], []
+        ids: list[int] = []
+        pos: list[int] = []
+        spans, lens, logits_idx = [], [], []
         steady = True
         start = 0
         for rid in batch:
-            req = self.requests[rid]
+            req = requests[rid]
             toks = req.prompt if req.computed == 0 else [req.out[-1]]
+            n = len(toks)
             steady = steady and req.computed > 0
             ids.extend(toks)
-            pos.extend(range(req.computed, req.computed + len(toks)))
-            spans.append((start, start + len(toks)))
-            start += len(toks)
+            pos.extend(range(req.computed, req.computed + n))
+            spans.append((start, start + n))
+            lens.append(n)
+            start += n
             logits_idx.append(start - 1)
         self.steady_step = steady
         both = torch.tensor([ids, pos], dtype=torch.long, device=dev)
@@ -452,8 +459,10 @@ class ARStage(_Stage):
         inputs_embeds = None
         t0 = time.perf_counter()
         if getattr(model, "has_preprocess", False):
+            id_slices = input_ids.split(lens)
+            pieces = []
             for i, rid in enumerate(batch):
-                req = self.requests[rid]
+                req = requests[rid]
                 infos = self.buffer.get(rid, {})
                 if prof.preprocess_id_key:
                     infos[prof.preprocess_id_key] = rid
@@ -465,7 +474,7 @@ class ARStage(_Stage):
                     infos["_omni_max_tokens"] = req.max_tokens
                     infos["_omni_seed"] = None
                 s, e = spans[i]
-                ids_slice = input_ids[s:e]
+                ids_slice = id_slices[i]
                 # like the runner: after the first request the (uninitialised) embeddings buffer exists and later
                 # requests get their slice of it
                 emb = inputs_embeds[s:e] if inputs_embeds is not None else None
@@ -474,20 +483,25 @@ class ARStage(_Stage):
                     raise ContractError("preprocess() must return (input_ids, input_embeds, update_dict)")
                 r_ids, r_emb, upd = res
                 if inputs_embeds is None:
-                    inputs_embeds = torch.empty(
-                        (input_ids.shape[0], r_emb.shape[-1]), device=r_emb.device, dtype=r_emb.dtype
-                    )
+                    inputs_embeds = torch.empty((start, r_emb.shape[-1]), device=r_emb.device, dtype=r_emb.dtype)
                 if upd:
                     self._update_buffer(rid, upd)
-                n = min(e - s, r_emb.shape[0])
-                inputs_embeds[s : s + n] = r_emb[:n]
-                if isinstance(r_ids, torch.Tensor) and r_ids is not ids_slice and r_ids.numel() == n:
-                    input_ids[s : s + n] = r_ids
+                pieces.append(r_emb)
+                if isinstance(r_ids, torch.Tensor) and r_ids is not ids_slice and r_ids.numel() == e - s:
+                    input_ids[s:e] = r_ids
+            # the runner copies each request's embeddings into its rows of that buffer (rows a request left
+            # unfilled stay uninitialised); when every request filled its rows that is one concatenation
+            if all(p.shape[0] == n for p, n in zip(pieces, lens, strict=True)):
+                inputs_embeds = torch.cat(pieces) if len(pieces) > 1 else pieces[0]
+            else:
+                for (s, e), r_emb in zip(spans, pieces, strict=True):
+                    n = min(e - s, r_emb.shape[0])
+                    inputs_embeds[s : s + n] = r_emb[:n]
         infos_list = []
         for rid in batch:
             info = self.buffer.get(rid, {})
             if info:
-                info["generated_len"] = len(self.requests[rid].out)
+                info["generated_len"] = len(requests[rid].out)
                 infos_list.append(info)
             else:
                 infos_list.append({})
@@ -512,31 +526,42 @@ class ARStage(_Stage):
         logits = self._call("compute_logits", hidden[li])
         eng.step_seconds += time.perf_counter() - t0
         sampled = logits.argmax(dim=-1).tolist()
+        hidden_slices = hidden.split(lens) if isinstance(hidden, torch.Tensor) and hidden.shape[0] == start else None
         if getattr(model, "has_postprocess", False):
             for i, rid in enumerate(batch):
                 s, e = spans[i]
                 req_infos = self.buffer.get(rid, {})
                 kw = {k: v for k, v in req_infos.items() if k != "hidden_states"}
-                self._update_buffer(rid, self._call("postprocess", hidden[s:e], multimodal_outputs=mm, **kw))
-        eng.steps.append(StepRecord(self.idx, eng.step_index, list(batch), len(ids), steady, time.perf_counter() - t0))
-        # per-request payloads
+                h = hidden_slices[i] if hidden_slices is not None else hidden[s:e]
+                self._update_buffer(rid, self._call("postprocess", h, multimodal_outputs=mm, **kw))
+        eng.steps.append(StepRecord(self.idx, eng.step_index, list(batch), start, steady, time.perf_counter() - t0))
+        # per-request payloads, like build_mm_cpu + to_payload_element: one device->host copy per output for the
+        # whole batch, then token-aligned tensors sliced, lists indexed, other tensors shared
         seq_len = hidden.shape[0] if isinstance(hidden, torch.Tensor) else None
-        # like build_mm_cpu / hidden_states_cpu: one device->host copy per output for the whole batch, then slices
         mm_flat = {k: _batch_to_host(v) for k, v in (flatten_payload(mm) if isinstance(mm, dict) else {}).items()}
+        host_slices: dict[str, Any] = {}
+        for k, v in mm_flat.items():
+            if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == seq_len and seq_len == start:
+                host_slices[k] = v.split(lens)
         if isinstance(hidden, torch.Tensor):
-            hidden = hidden.detach().to("cpu")
+            h_host = hidden.detach().to("cpu")
+            host_slices["hidden"] = h_host.split(lens) if h_host.shape[0] == start else None
         results = []
+        eos = eng.subject.eos_token_id
         for i, rid in enumerate(batch):
-            req = self.requests[rid]
+            req = requests[rid]
             s, e = spans[i]
             req.computed += e - s
-            tok = int(sampled[i])
+            tok = sampled[i]
             req.out.append(tok)
-            eos = eng.subject.eos_token_id
             done = (eos is not None and tok == eos) or len(req.out) >= req.max_tokens
-            payload = {"hidden": hidden[s:e]} if isinstance(hidden, torch.Tensor) else {}
+            payload: dict[str, Any] = {}
+            if "hidden" in host_slices:
+                hs = host_slices["hidden"]
+                payload["hidden"] = hs[i] if hs is not None else h_host[s:e]
             for k, v in mm_flat.items():
-                payload[k] = _payload_element(v, i, s, e, seq_len)
+                sl = host_slices.get(k)
+                payload[k] = sl[i] if sl is not None else _payload_element(v, i, s, e, seq_len)
             eng.results[req.ext].tokens.append(tok)
             if done:
                 self.finish(rid)
@@ -758,7 +783,11 @@ class Engine:
     # -- per-request output path ------------------------------------------------------------------
     def _emit_final(self, ext: str, payload: dict, now: float) -> None:
         res = self.results[ext]
-        flat = _to_host(flatten_payload(payload))
+        flat = flatten_payload(payload)
+        if "hidden" in flat and ("model_outputs" in flat or "audio" in flat):
+            # the output processor renames "hidden" to the audio key first and "model_outputs" overwrites it
+            flat = {k: v for k, v in flat.items() if k != "hidden"}
+        flat = _to_host(flat)
         mm_type = "audio"
         delta = None
         for k in ("model_outputs", "audio"):
@@ -830,7 +859,9 @@ class Engine:
                         open_reqs.discard(ext)
                 # stage 0
                 self.step_label = f"stage0 step {step}"
-                for rid, payload, done in s0.step():
+                out0 = s0.step()
+                progressed = bool(out0)
+                for rid, payload, done in out0:
                     ext = s0.requests[rid].ext if rid in s0.requests else rid
                     req = stage0_req_obj[ext]
                     if s1 is None:
@@ -843,14 +874,16 @@ class Engine:
                 # stage 1
                 if s1 is not None:
                     self.step_label = f"stage1 step {step}"
-                    for rid, payload, last in s1.step():
+                    out1 = s1.step()
+                    progressed = progressed or bool(out1)
+                    for rid, payload, last in out1:
                         ext = s1.requests[rid].ext
                         if payload is not None:
                             self._emit_final(ext, payload, time.perf_counter())
                         if last:
                             self._finish(ext)
                             open_reqs.discard(ext)
-                if not pending and open_reqs:
+                if not pending and open_reqs and not progressed:
                     s0_busy = any(not r.finished for r in s0.requests.values())
                     s1_busy = s1 is not None and any(s1.chunks.get(r) for r in s1.requests)
                     if not s0_busy and not s1_busy:
@@ -899,7 +932,10 @@ class Engine:
         fn = self.subject.async_chunk_fn
         if fn is None:
             raise ContractError("two-stage subject without an async-chunk stage input processor")
-        pooling_output = unflatten_payload(_to_host(flatten_payload(payload)))
+        # the step's payload is already flat and on the host (one device->host copy per output in step()); the
+        # processor gets it unflattened, as from chunk_transfer_adapter (no second copy: I5's aliasing check
+        # covers outputs that change after they were returned)
+        pooling_output = unflatten_payload(payload)
         request = SimpleNamespace(
             external_req_id=ext,
             request_id=req.rid,

@@ -17,7 +17,7 @@ from pathlib import Path
 from omnitts.validators.static import suppressions
 from omnitts.validators.static.finding import Finding
 from omnitts.validators.static.rule import CONFIG, REGISTRY, Report, Rule
-from omnitts.validators.static.source import SourceFile, classify
+from omnitts.validators.static.source import SourceFile
 from omnitts.validators.static.treefacts import TreeContext, TreeFacts
 
 SKIP_DIRS = {
@@ -507,9 +507,6 @@ def run_tree_rules(ctx: TreeContext, rules: list[type[Rule]]) -> LintResult:
             res.findings.extend(suppressions.apply(display_path(ctx.root / rel), text, [], ran, known, python=False))
     return res
 
-
-def file_kind(rel: str, text: str) -> str:
-    return classify(rel, text)
 
 
 __all__ = ["CONFIG", "LintResult", "UsageError", "discover", "run_file_rules", "run_tree_rules", "select_rules"]

@@ -11,7 +11,7 @@ import hashlib
 import io
 import re
 import tokenize
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from omnitts.validators.static.finding import Finding
 
@@ -117,6 +117,3 @@ def _meta(path: str, line: int, col: int, rule: str, message: str) -> Finding:
     digest = hashlib.blake2b(f"{rule}:{message}".encode(), digest_size=6).hexdigest()
     return Finding(path, line, col, rule, "META", "error", message, "<module>", digest)
 
-
-def relocate(f: Finding, **kw) -> Finding:
-    return replace(f, **kw)
