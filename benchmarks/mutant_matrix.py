@@ -21,27 +21,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _first_line(message: str, check: str) -> str:
-    for line in message.splitlines():
-        line = line.strip()
-        if not line or line.startswith("[gw") or line.startswith("Failed:"):
-            continue
-        return line[:220]
-    return ""
-
-
 def _detail(message: str) -> str:
-    """The most specific line: the first indented finding under the headline, else the headline."""
+    """The headline of a failure plus its first finding (the line that names the bug)."""
     lines = [ln.strip() for ln in message.splitlines() if ln.strip() and not ln.strip().startswith("[gw")]
-    head = lines[0] if lines else ""
-    for ln in lines[1:4]:
-        if (
-            ln.startswith(("req-", "[", "dispatch", "stage", "omnitts_", "1x", "2x"))
-            or "x aten" in ln
-            or "x Tensor" in ln
-        ):
-            return f"{head} — {ln}"[:300]
-    return head[:300]
+    if not lines:
+        return ""
+    head = lines[0]
+    if len(lines) > 1 and len(head) < 200:
+        return f"{head} — {lines[1]}"[:320]
+    return head[:320]
 
 
 def main(argv: list[str] | None = None) -> int:

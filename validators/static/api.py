@@ -103,9 +103,8 @@ def run(
         sel = ",".join(sorted(select)) if select else "ALL"
         key = hashlib.blake2b(f"{engine.rules_version()}|{sel}|{facts.key()}".encode(), digest_size=10).hexdigest()
         cache = Cache(key)
-    res = engine.run_file_rules(items, facts, rules, jobs, cache)
-
     # Tree-scope rules: the whole tree (integration hook, full scans) or the config files named.
+    # They run in this process while the workers lint the files.
     yaml_items = {it.rel for it in items if it.rel.endswith((".yaml", ".yml"))}
     ctx_root = tree_root or model_root
     if integration and ctx_root is None:
@@ -113,10 +112,10 @@ def run(
             f"--integration: no vLLM-Omni tree (a directory holding {PKG}/__init__.py) or model root "
             f"(models/ + deploy/) at or above {paths[0]}"
         )
+    tree_results: list[LintResult] = []
+    background = None
     if ctx_root is not None:
-        if integration or _covers_tree(paths, ctx_root):
-            tfocus = focus
-        elif focus is not None:
+        if integration or _covers_tree(paths, ctx_root) or focus is not None:
             tfocus = focus
         elif yaml_items:
             tfocus = yaml_items
@@ -124,9 +123,14 @@ def run(
             tfocus = set()
         if tfocus != set():
             ctx = TreeContext(ctx_root, facts, frozenset(tfocus) if tfocus is not None else None)
-            tres = _tree_rules_cached(ctx, rules, cache)
-            res.findings.extend(tres.findings)
-            res.errors.extend(tres.errors)
+
+            def background():
+                tree_results.append(_tree_rules_cached(ctx, rules, cache))
+
+    res = engine.run_file_rules(items, facts, rules, jobs, cache, background=background)
+    for tres in tree_results:
+        res.findings.extend(tres.findings)
+        res.errors.extend(tres.errors)
     if cache is not None:
         cache.save()
     res.findings = sorted(set(res.findings), key=Finding.sort_key)

@@ -318,8 +318,37 @@ def read_items(files: list[str], root: Path | None) -> list[FileItem]:
     return items
 
 
-def run_file_rules(items: list[FileItem], facts: TreeFacts, rules, jobs: int, cache) -> LintResult:
-    """``rules``: the rule classes, or a callable returning them (imported only on a cache miss)."""
+def run_file_rules(items: list[FileItem], facts: TreeFacts, rules, jobs: int, cache, background=None) -> LintResult:
+    """``rules``: the rule classes, or a callable returning them (imported only on a cache miss).
+    ``background`` runs in this process while the workers lint (the tree-scope rules)."""
+    pool = _Pool(jobs)
+    try:
+        return _run_file_rules(items, facts, rules, pool, cache, background)
+    finally:
+        pool.close()
+
+
+class _Pool:
+    """One worker pool for both passes, started on first use (fork: workers inherit the imported rules)."""
+
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
+        self._pool = None
+
+    def get(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            import multiprocessing as mp
+
+            ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+            self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=ctx)
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+
+
+def _run_file_rules(items: list[FileItem], facts: TreeFacts, rules, pool: _Pool, cache, background) -> LintResult:
     res = LintResult(files=len(items))
     found: dict[str, list[Finding]] = {}
     outgoing: dict[str, list] = {}
@@ -338,7 +367,8 @@ def run_file_rules(items: list[FileItem], facts: TreeFacts, rules, jobs: int, ca
         def get_rules():
             return rules
 
-    for abs_path, digest, f, out in _dispatch([(it, frozenset()) for it in todo], facts, get_rules, jobs):
+    first_pass = _dispatch([(it, frozenset()) for it in todo], facts, get_rules, pool, background=background)
+    for abs_path, digest, f, out in first_pass:
         found[abs_path], outgoing[abs_path] = f, out
         if cache is not None and not any(x.rule == "OMNI-META-004" for x in f):
             cache.put(abs_path, digest, f, out)
@@ -357,7 +387,7 @@ def run_file_rules(items: list[FileItem], facts: TreeFacts, rules, jobs: int, ca
         else:
             second.append((it, extra))
     # The second pass re-runs only the rules whose result depends on what is hot.
-    for abs_path, digest, f, _out in _dispatch(second, facts, get_rules, jobs, only=HOT_RULES):
+    for abs_path, digest, f, _out in _dispatch(second, facts, get_rules, pool, only=HOT_RULES):
         first = [x for x in found.get(abs_path, []) if not _hot_dependent(x)]
         f = sorted(set(first + f), key=Finding.sort_key)
         found[abs_path] = f
@@ -428,28 +458,33 @@ def package_entries(items: list[FileItem], outgoing: dict[str, list]) -> dict[st
     return {k: frozenset(v) for k, v in acc.items()}
 
 
-def _dispatch(work: list[tuple[FileItem, frozenset]], facts: TreeFacts, get_rules, jobs: int, only=None):
+def _dispatch(
+    work: list[tuple[FileItem, frozenset]], facts: TreeFacts, get_rules, pool: _Pool, only=None, background=None
+):
     if not work:
+        if background is not None:
+            background()
         return
     rules = [r for r in get_rules() if only is None or r.id in only]
     rule_ids = [r.id for r in rules]
     size = sum(len(it.data) for it, _x in work)
-    if jobs > 1 and len(work) > 1 and size >= PARALLEL_MIN_BYTES:
-        import multiprocessing as mp
-
-        chunks = _balanced(work, jobs * 4)
-        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futs = [
-                pool.submit(_lint_chunk, [(str(i.path), i.display, i.rel, i.digest, x) for i, x in c], facts, rule_ids)
-                for c in chunks
-            ]
-            for fut in futs:
-                yield from fut.result()
+    if pool.jobs > 1 and len(work) > 1 and size >= PARALLEL_MIN_BYTES:
+        chunks = _balanced(work, pool.jobs * 4)
+        executor = pool.get()
+        futs = [
+            executor.submit(_lint_chunk, [(str(i.path), i.display, i.rel, i.digest, x) for i, x in c], facts, rule_ids)
+            for c in chunks
+        ]
+        if background is not None:
+            background()  # the parent would only wait otherwise
+        for fut in futs:
+            yield from fut.result()
         return
     for it, extra in work:
         f, out = lint_source(it.display, it.rel, it.data, facts, rules, extra)
         yield str(it.path), it.digest, f, out
+    if background is not None:
+        background()
 
 
 def _balanced(work: list[tuple[FileItem, frozenset]], n: int) -> list[list[tuple[FileItem, frozenset]]]:
@@ -506,7 +541,6 @@ def run_tree_rules(ctx: TreeContext, rules: list[type[Rule]]) -> LintResult:
         if suppressions.MARK in text:
             res.findings.extend(suppressions.apply(display_path(ctx.root / rel), text, [], ran, known, python=False))
     return res
-
 
 
 __all__ = ["CONFIG", "LintResult", "UsageError", "discover", "run_file_rules", "run_tree_rules", "select_rules"]

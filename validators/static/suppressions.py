@@ -116,4 +116,3 @@ def apply(
 def _meta(path: str, line: int, col: int, rule: str, message: str) -> Finding:
     digest = hashlib.blake2b(f"{rule}:{message}".encode(), digest_size=6).hexdigest()
     return Finding(path, line, col, rule, "META", "error", message, "<module>", digest)
-
