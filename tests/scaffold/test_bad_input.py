@@ -56,7 +56,7 @@ def test_not_a_tree(tmp_path, capsys, hash_tree):
 
 
 def test_unsupported_era(work_tree, capsys, hash_tree):
-    _refused(capsys, work_tree("0.30.0"), hash_tree, "x_tts", "--pattern", "two-stage", match="adapter-only (0.28-0.30) era")
+    _refused(capsys, work_tree("0.18.0"), hash_tree, "x_tts", "--pattern", "two-stage", match="legacy stage_configs (0.18) era")
 
 
 def test_read_only_shared_file(work_tree, capsys, hash_tree):

@@ -92,9 +92,10 @@ class Request:
 
     def __init__(self, index: int, text: str, config, arrival: int = 0, abort_step: int | None = None) -> None:
         self.id = f"req-{index}-sched"  # the scheduler id: preprocess() gets it, on_requests_finished() frees it
+        self.external_id = f"req-{index}"  # the orchestrator's id (global_request_id): not what the finish hook gets
         self.text = text
         self.prompt = config.encode_text(text)
-        self.info = {"text": [text], "global_request_id": [f"req-{index}"]}
+        self.info = {"text": [text], "global_request_id": [self.external_id]}
         self.arrival, self.abort_step = arrival, abort_step
         self.computed, self.last_token = 0, None
         self.done = self.aborted = False
@@ -137,15 +138,16 @@ def ar_step(model, batch: list[Request], finished: set[str]) -> tuple[list[int],
         req.info.update(update or {})
         embeds.append(req_embeds[: end - start])
     infos = [req.info for req in batch]
-    kwargs = dict(inputs_embeds=torch.cat(embeds), runtime_additional_information=infos, model_intermediate_buffer=infos)
-    output = model.forward(input_ids=input_ids, positions=torch.tensor(positions), intermediate_tensors=None, **kwargs)
+    kwargs = dict(intermediate_tensors=None, runtime_additional_information=infos, model_intermediate_buffer=infos)
+    output = model.forward(input_ids, torch.tensor(positions), inputs_embeds=torch.cat(embeds), **kwargs)
     if not isinstance(output, OmniOutput):
         output = model.make_omni_output(output, **kwargs)
     hidden = output.text_hidden_states
     tokens = model.compute_logits(hidden[[end - 1 for _, end in spans]]).argmax(dim=-1).tolist()
     if model.has_postprocess:
         for req, (start, end) in zip(batch, spans):
-            req.info.update(model.postprocess(hidden[start:end], multimodal_outputs=output.multimodal_outputs, **req.info) or {})
+            update = model.postprocess(hidden[start:end], multimodal_outputs=output.multimodal_outputs, **req.info)
+            req.info.update(update or {})
     for req, (start, end), token in zip(batch, spans, tokens):
         req.computed, req.last_token = req.computed + end - start, token
     return tokens, output.multimodal_outputs
@@ -175,12 +177,13 @@ def deployed_chunking() -> dict:
 
 
 @torch.no_grad()
-def serve(models: tuple, texts: list[str], arrivals: list[int] | None = None, aborts: dict | None = None) -> list[Request]:
+def serve(models: tuple, texts: list[str], arrivals: list[int] | None = None, aborts: dict | None = None) -> list:
     """Schedule ``texts`` like the engine (arrivals, aborts at a step, EOS finishes); stream every step's deltas."""
-    model = models[0]
-    reqs = [Request(i, text, model.config, (arrivals or [0] * len(texts))[i], (aborts or {}).get(i)) for i, text in enumerate(texts)]
+    model, arrivals, aborts = models[0], arrivals or [0] * len(texts), aborts or {}
+    reqs = [Request(i, text, model.config, arrivals[i], aborts.get(i)) for i, text in enumerate(texts)]
 {%- if cookiecutter.pattern == "two-stage" %}
-    transfer = SimpleNamespace(code_prompt_token_ids=defaultdict(list), connector=SimpleNamespace(config={"extra": deployed_chunking()}))
+    connector = SimpleNamespace(config={"extra": deployed_chunking()})
+    transfer = SimpleNamespace(code_prompt_token_ids=defaultdict(list), connector=connector)
 {%- endif %}
     waiting, running, finished = list(reqs), [], set()
     for step in range(MAX_STEPS):
@@ -207,7 +210,7 @@ def serve(models: tuple, texts: list[str], arrivals: list[int] | None = None, ab
         windows = []
         for i, req in enumerate(batch):
             req.frames.append(outputs["codes"]["audio"][i])  # kept by reference, as the engine accumulates outputs
-            request = SimpleNamespace(external_req_id=req.info["global_request_id"][0], is_finished=lambda req=req: req.done)
+            request = SimpleNamespace(external_req_id=req.external_id, is_finished=lambda req=req: req.done)
             payload = {"codes": {"audio": outputs["codes"]["audio"][i]}}
             window = processor.talker2code2wav_async_chunk(transfer, payload, request, is_finished=req.done)
             if window is not None:
@@ -227,7 +230,7 @@ def serve(models: tuple, texts: list[str], arrivals: list[int] | None = None, ab
         assert not stray, f"I5: per-request state keyed by {sorted(stray)}, not by the scheduler request ids"
     ar_step(model, [], finished)  # the runner's next step runs the finish hook
     unfinished = [req.text for req in reqs if not (req.done or req.aborted)]
-    assert not unfinished, f"{unfinished} never sampled EOS within {MAX_STEPS} steps (compute_logits decides per request)"
+    assert not unfinished, f"{unfinished} never sampled EOS in {MAX_STEPS} steps (compute_logits decides per request)"
     return reqs
 
 
@@ -235,7 +238,8 @@ def serve(models: tuple, texts: list[str], arrivals: list[int] | None = None, ab
 def offline_audio(models: tuple, req: Request) -> torch.Tensor:
     """The utterance decoded at once, the way an offline (non-streaming) run produces it."""
 {%- if cookiecutter.pattern == "two-stage" %}
-    stage0 = SimpleNamespace(finished=True, outputs=[SimpleNamespace(multimodal_output={"codes": {"audio": torch.cat(req.frames)}})])
+    consolidated = {"codes": {"audio": torch.cat(req.frames)}}  # the talker's output once the request finished
+    stage0 = SimpleNamespace(finished=True, outputs=[SimpleNamespace(multimodal_output=consolidated)])
     (prompt,) = processor.talker2code2wav([stage0])
     return decode(models[1], [(prompt["prompt_token_ids"], prompt["additional_information"])])[0]
 {%- elif cookiecutter.pattern == "single-stage" %}
@@ -251,16 +255,22 @@ def stream(req: Request) -> torch.Tensor:
     return torch.cat(req.deltas) if req.deltas else torch.zeros(0)
 
 
+def assert_same_audio(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    assert got.shape == want.shape, f"{what}: {got.numel()} samples vs {want.numel()}"
+    torch.testing.assert_close(got, want, rtol=0, atol=ATOL, msg=lambda m: f"{what}: {m}")
+
+
+def open_state(models: tuple) -> list[str]:
+    return sorted(getattr(models[0], STATE))
+
+
 def test_i1_every_step_emits_deltas_that_add_up_to_the_offline_audio():
     models = build()
     for req in serve(models, TEXTS, ARRIVALS):
         streamed, offline = stream(req), offline_audio(models, req)
-        assert streamed.shape == offline.shape, (
-            f"I1: {req.text!r} streamed {streamed.numel()} samples, offline decode {offline.numel()} "
-            "(longer: cumulative audio re-sent as deltas; shorter: frames lost between steps)"
-        )
+        # longer than offline: cumulative audio re-sent as deltas; shorter: frames lost between steps
+        assert_same_audio(streamed, offline, f"I1: {req.text!r} streamed vs offline decode")
         assert streamed.numel() > 0, f"{req.text!r}: no audio at all"
-        torch.testing.assert_close(streamed, offline, rtol=0, atol=ATOL, msg=lambda m: f"I1: {req.text!r} streamed != offline decode: {m}")
 
 
 def test_i1_profiling_run_emits_model_outputs():
@@ -278,15 +288,13 @@ def test_i4_concurrent_requests_get_their_solo_audio():
     together = serve(build(), TEXTS, ARRIVALS)
     for req in together:
         solo = stream(serve(build(), [req.text])[0])
-        streamed = stream(req)
-        assert streamed.shape == solo.shape, f"I4: {req.text!r}: {streamed.numel()} samples together, {solo.numel()} alone"
-        torch.testing.assert_close(streamed, solo, rtol=0, atol=ATOL, msg=lambda m: f"I4: {req.text!r} together != alone: {m}")
+        assert_same_audio(stream(req), solo, f"I4: {req.text!r} together vs alone")
 
 
 def test_i5_request_state_is_freed_after_finish_and_abort():
     models = build()
     serve(models, TEXTS[:2])
-    assert not getattr(models[0], STATE), f"I5: state left after every request finished: {sorted(getattr(models[0], STATE))}"
+    assert not open_state(models), f"I5: state left after every request finished: {open_state(models)}"
     reqs = serve(models, TEXTS[:2], aborts={1: 3})  # the same model keeps serving; request 1 is aborted mid-stream
-    assert reqs[1].aborted and not reqs[1].done and reqs[1].frames and reqs[0].done, "request 1 must be aborted mid-stream, request 0 finish"
-    assert not getattr(models[0], STATE), f"I5: state left after an abort: {sorted(getattr(models[0], STATE))}"
+    assert reqs[1].aborted and reqs[1].frames and reqs[0].done, "request 1 must be aborted mid-stream"
+    assert not open_state(models), f"I5: state left after an abort: {open_state(models)}"
