@@ -4,7 +4,6 @@ reference: identical greedy codes (two-stage, single-stage) or identical frame c
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 
