@@ -56,8 +56,8 @@ def test_generated_contract_tests_pass_inside_the_tree(vllm_python, real_tree, t
     Run the way vLLM-Omni CI runs it: from the tree root, collected under the tree's own pytest configuration
     (`core_model` / `cpu` must be registered markers: --strict-markers), against the real vllm_omni package. The tree's
     addopts is replaced by --strict-markers alone because its --strict-config also rejects `asyncio_mode` when
-    pytest-asyncio is absent from the venv. An `omnitts` that fails to import comes first on the path: vLLM-Omni CI
-    has no omnitts, so the generated test must not need it.
+    pytest-asyncio is absent from the venv. vLLM-Omni CI has no omnitts, so the generated test must not need it: the
+    omnitts pytest plugin is disabled and an `omnitts` that fails to import comes first on the path.
     """
     paths = []
     for name in sorted(MODELS):
@@ -67,7 +67,7 @@ def test_generated_contract_tests_pass_inside_the_tree(vllm_python, real_tree, t
         paths.append(str(test_file.relative_to(real_tree)))
     (tmp_path / "omnitts").mkdir()
     (tmp_path / "omnitts" / "__init__.py").write_text('raise ImportError("omnitts is not installed in vLLM-Omni CI")\n')
-    pytest_args = ["-q", "-rfE", "-p", "no:cacheprovider", "-o", "addopts=--strict-markers"]
+    pytest_args = ["-q", "-rfE", "-p", "no:cacheprovider", "-p", "no:omnitts", "-o", "addopts=--strict-markers"]
     proc = subprocess.run(
         [str(vllm_python), "-m", "pytest", *paths, *pytest_args],
         capture_output=True,
