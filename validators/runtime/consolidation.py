@@ -66,6 +66,8 @@ _ALIASES = {
 
 def _cpu(x: Any, nested: bool = False) -> Any:
     if isinstance(x, torch.Tensor):
+        if x.device.type == "cpu" and not x.requires_grad and x.is_contiguous():
+            return x  # what detach().to("cpu").contiguous() aliases anyway
         return x.detach().to("cpu").contiguous()
     if nested and isinstance(x, dict):
         return {str(k): _cpu(v, nested) for k, v in x.items()}

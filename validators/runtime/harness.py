@@ -538,13 +538,15 @@ class ARStage(_Stage):
         # per-request payloads, like build_mm_cpu + to_payload_element: one device->host copy per output for the
         # whole batch, then token-aligned tensors sliced, lists indexed, other tensors shared
         seq_len = hidden.shape[0] if isinstance(hidden, torch.Tensor) else None
-        mm_flat = {k: _batch_to_host(v) for k, v in (flatten_payload(mm) if isinstance(mm, dict) else {}).items()}
+        mm_flat = flatten_payload(mm) if isinstance(mm, dict) else {}
+        if eng.cuda:
+            mm_flat = {k: _batch_to_host(v) for k, v in mm_flat.items()}
         host_slices: dict[str, Any] = {}
         for k, v in mm_flat.items():
             if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == seq_len and seq_len == start:
                 host_slices[k] = v.split(lens)
         if isinstance(hidden, torch.Tensor):
-            h_host = hidden.detach().to("cpu")
+            h_host = hidden.detach().to("cpu") if eng.cuda else hidden
             host_slices["hidden"] = h_host.split(lens) if h_host.shape[0] == start else None
         results = []
         eos = eng.subject.eos_token_id
