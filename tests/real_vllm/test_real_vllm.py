@@ -79,3 +79,21 @@ def test_generated_contract_tests_pass_inside_the_tree(vllm_python, real_tree, t
     tail = (proc.stdout[-6000:] + proc.stderr[-2000:]).strip()
     assert proc.returncode == 0, tail
     assert f"{4 * len(MODELS)} passed" in proc.stdout and "skipped" not in proc.stdout, tail
+
+
+def test_validator_suite_passes_on_generated_models(vllm_python, real_tree):
+    """The whole `pytest validators` suite on the three models as generated, loaded from the scaffolded tree under
+    the real vLLM, with the release's own consolidation function (`--require-real-vllm` fails closed otherwise)."""
+    repo = Path(__file__).resolve().parents[2]
+    models = ",".join(sorted(MODELS))
+    proc = subprocess.run(
+        [str(vllm_python), "-m", "pytest", "validators", "--omni-root", str(real_tree), "--model", models]
+        + ["--require-real-vllm", "-q", "-p", "no:cacheprovider", "-rfs"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=repo,
+    )
+    tail = proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, tail
+    assert " passed" in proc.stdout and " failed" not in proc.stdout, tail
