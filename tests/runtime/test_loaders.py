@@ -10,11 +10,14 @@ import torch
 
 from omnitts.validators.runtime import loaders
 
-SDIST = Path("/tmp/trees/vllm_omni-0.20.0")
+@pytest.fixture
+def sdist(pristine) -> Path:
+    """The vLLM-Omni 0.20.0 sdist from PyPI (cached by tests/conftest.py)."""
+    return pristine("0.20.0")
 
 
-@pytest.mark.skipif(not SDIST.is_dir(), reason="no 0.20.0 sdist tree")
-def test_read_pipeline_and_registry_of_a_real_tree():
+def test_read_pipeline_and_registry_of_a_real_tree(sdist):
+    SDIST = sdist
     pipe = loaders.read_pipeline(SDIST / "vllm_omni/model_executor/models/qwen3_tts/pipeline.py")
     assert pipe["model_type"] == "qwen3_tts" and len(pipe["stages"]) == 2
     st0, st1 = pipe["stages"]
@@ -24,8 +27,8 @@ def test_read_pipeline_and_registry_of_a_real_tree():
     assert reg["Qwen3TTSCode2Wav"] == ("qwen3_tts", "qwen3_tts_code2wav", "Qwen3TTSCode2Wav")
 
 
-@pytest.mark.skipif(not SDIST.is_dir(), reason="no 0.20.0 sdist tree")
-def test_tree_model_needs_real_vllm_one_line(monkeypatch):
+def test_tree_model_needs_real_vllm_one_line(monkeypatch, sdist):
+    SDIST = sdist
     import builtins
 
     real_import = builtins.__import__
