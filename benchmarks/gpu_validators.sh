@@ -47,7 +47,7 @@ set -x
 "$PY" -m pytest validators "${PLUGIN[@]}" --model "$MODELS" --device "$DEVICE" --omnitts-out "$OUT/validators" \
   --check-timeout 300 -q -p no:cacheprovider -rfs 2>&1 | tee "$OUT/pytest.log"
 status=${PIPESTATUS[0]}
-"$PY" benchmarks/harness_overhead.py --device "$DEVICE" --models "$MODELS" --repeats 9 --out "$OUT/harness_overhead.json" \
+"$PY" benchmarks/harness_overhead.py --device "$DEVICE" --models "$MODELS" --repeats "${REPEATS:-21}" --out "$OUT/harness_overhead.json" \
   2>&1 | tee -a "$OUT/pytest.log"
 set +x
 

@@ -33,8 +33,8 @@ def main() -> None:
         subject = get_subject(model)
         reference = subject.reference(args.device)
         stages = subject.build(args.device)
-        ref = best_of(args.repeat, lambda: reference.generate(TEXT))
-        served = best_of(args.repeat, lambda: subject.run([TEXT], args.device, stages=stages))
+        ref = best_of(args.repeat, lambda reference=reference: reference.generate(TEXT))
+        served = best_of(args.repeat, lambda s=subject, st=stages: s.run([TEXT], args.device, stages=st))
         verdict = "meets" if max(ref, served) < 1.0 else "MISSES"
         print(f"{model:<18} reference {ref:.3f} s  served {served:.3f} s  ratio {served / ref:.2f}  {verdict} < 1 s")
 

@@ -49,7 +49,10 @@ def format_python(files: dict[str, str], tree: Path) -> dict[str, str]:
             (base / rel).parent.mkdir(parents=True, exist_ok=True)
             (base / rel).write_text(text, encoding="utf-8")
         rels = sorted(py)
-        for args in (["check", "--fix-only", "--select", "I", "--no-cache", "--quiet"], ["format", "--no-cache", "--quiet"]):
+        for args in (
+            ["check", "--fix-only", "--select", "I", "--no-cache", "--quiet"],
+            ["format", "--no-cache", "--quiet"],
+        ):
             proc = subprocess.run([*_ruff(), *args, *config, *rels], cwd=base, capture_output=True, text=True)
             if proc.returncode != 0:
                 detail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[:1] or ["?"]

@@ -8,6 +8,8 @@ its own copy so that the cache itself is never modified.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -70,26 +72,45 @@ def download(version: str) -> Path:
     return archive
 
 
+@contextlib.contextmanager
+def cache_lock(name: str):
+    """An exclusive lock on one cache entry, so parallel processes (pytest-xdist workers, two scaffold runs)
+    download and extract a release once instead of racing on the same paths."""
+    locks = cache_root() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def pristine_tree(version: str) -> Path:
     """Extract the release once into the cache; the result must never be modified."""
     target = cache_root() / "trees" / f"vllm-omni-{version}"
     if (target / "vllm_omni").is_dir():
         return target
-    archive = download(version)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".extract-"))
-    try:
-        if archive.name.endswith(".tar.gz"):
-            with tarfile.open(archive) as tar:
-                tar.extractall(tmp, filter="data")
-            (inner,) = [p for p in tmp.iterdir() if p.is_dir()]
-        else:
-            with zipfile.ZipFile(archive) as zf:
-                zf.extractall(tmp / "tree")
-            inner = tmp / "tree"
-        inner.rename(target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with cache_lock(f"vllm-omni-{version}"):
+        if (target / "vllm_omni").is_dir():  # another process finished while this one waited
+            return target
+        archive = download(version)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".extract-"))
+        try:
+            if archive.name.endswith(".tar.gz"):
+                with tarfile.open(archive) as tar:
+                    tar.extractall(tmp, filter="data")
+                (inner,) = [p for p in tmp.iterdir() if p.is_dir()]
+            else:
+                with zipfile.ZipFile(archive) as zf:
+                    zf.extractall(tmp / "tree")
+                inner = tmp / "tree"
+            if target.exists():
+                shutil.rmtree(target)  # a partial extraction left by a killed process
+            inner.rename(target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 

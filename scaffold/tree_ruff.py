@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from omnitts.scaffold.errors import ScaffoldError
-from omnitts.scaffold.releases import cache_root
+from omnitts.scaffold.releases import cache_lock, cache_root
 
 
 def pinned_ruff_version(config_root: Path) -> str:
@@ -28,14 +28,15 @@ def ruff_executable(version: str) -> Path:
     """ruff==version installed once into the cache (pip --target keeps it out of every environment)."""
     target = cache_root() / "tools" / f"ruff-{version}"
     exe = target / "bin" / "ruff"
-    if not exe.exists():
-        proc = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), f"ruff=={version}"],
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode != 0 or not exe.exists():
-            raise ScaffoldError(f"could not install ruff=={version}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+    if exe.exists():
+        return exe
+    with cache_lock(f"ruff-{version}"):  # parallel test workers install it once
+        if not exe.exists():
+            cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target)]
+            proc = subprocess.run([*cmd, f"ruff=={version}"], capture_output=True, text=True)
+            if proc.returncode != 0 or not exe.exists():
+                last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+                raise ScaffoldError(f"could not install ruff=={version}: {last}")
     return exe
 
 
@@ -43,7 +44,12 @@ def run_tree_ruff(tree: Path, files: list[str], config_root: Path | None = None)
     """`ruff check` + `ruff format --check` on `files` (relative to `tree`); returns (exit code, output)."""
     config_root = config_root or tree
     exe = ruff_executable(pinned_ruff_version(config_root))
-    config = ["--config", str(config_root / "pyproject.toml"), "--config", 'lint.isort.known-first-party = ["vllm_omni", "tests"]']
+    config = [
+        "--config",
+        str(config_root / "pyproject.toml"),
+        "--config",
+        'lint.isort.known-first-party = ["vllm_omni", "tests"]',
+    ]
     py = [f for f in files if f.endswith(".py")]
     out, code = [], 0
     for cmd in (["check", "--no-cache", "--output-format", "concise"], ["format", "--no-cache", "--check", "--diff"]):

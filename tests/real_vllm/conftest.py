@@ -38,10 +38,26 @@ def vllm_venv() -> Path:
             log = venv.parent / f"vllm-{VLLM_VERSION}.log"
             _run([sys.executable, "-m", "venv", "--clear", str(venv)], log)
             _run([str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip"], log)
-            _run([str(python), "-m", "pip", "install", "--quiet", f"vllm=={VLLM_VERSION}", "soundfile", "pytest", "pytest-timeout"], log)
+            _run(
+                [
+                    str(python),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    f"vllm=={VLLM_VERSION}",
+                    "soundfile",
+                    "pytest",
+                    "pytest-timeout",
+                ],
+                log,
+            )
             # omnitts itself, without re-resolving torch & co. (vllm pinned its own torch)
             _run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(REPO)], log)
-            _run([str(python), "-m", "pip", "install", "--quiet", "jinja2", "cookiecutter", "libcst", "pyyaml", "ruff"], log)
+            _run(
+                [str(python), "-m", "pip", "install", "--quiet", "jinja2", "cookiecutter", "libcst", "pyyaml", "ruff"],
+                log,
+            )
             ready.write_text("ok\n")
     return python
 
@@ -88,8 +104,6 @@ def scaffolded_tree(python: Path, patterns: dict[str, str]) -> Path:
                 raise RuntimeError(f"pip install -e {tree} failed; see {log}")
             (tree / ".omnitts-installed").write_text("ok\n")
     return tree
-
-
 
 
 import pytest  # noqa: E402

@@ -13,12 +13,12 @@ from pathlib import Path
 
 def probe(tree: Path, name: str, pattern: str) -> dict:
     import torch
-
-    from omnitts.reference_models import driver
     from vllm_omni.config.stage_config import _PIPELINE_REGISTRY, load_deploy_config, merge_pipeline_deploy
     from vllm_omni.engine.arg_utils import _register_omni_hf_configs
     from vllm_omni.model_executor.models.output_templates import OmniOutput
     from vllm_omni.model_executor.models.registry import _OMNI_MODELS, OmniModelRegistry
+
+    from omnitts.reference_models import driver
 
     result: dict = {"name": name, "pattern": pattern}
     package = importlib.import_module(f"vllm_omni.model_executor.models.{name}")
@@ -80,7 +80,9 @@ def probe(tree: Path, name: str, pattern: str) -> dict:
         ids = torch.tensor(config.encode_text("probe"))
         if getattr(final_model, "has_preprocess", False):
             ids, embeds, _ = final_model.preprocess(input_ids=ids, input_embeds=None, **info)
-        out = final_model.forward(input_ids=ids, positions=torch.arange(ids.shape[0]), runtime_additional_information=[info])
+        out = final_model.forward(
+            input_ids=ids, positions=torch.arange(ids.shape[0]), runtime_additional_information=[info]
+        )
         if not isinstance(out, OmniOutput) and hasattr(final_model, "make_omni_output"):
             out = final_model.make_omni_output(out, runtime_additional_information=[info])
     result["forward_type"] = f"{type(out).__module__}.{type(out).__qualname__}"
@@ -97,7 +99,10 @@ def main() -> None:
         except Exception as exc:  # report per model; the test asserts on it
             import traceback
 
-            print(json.dumps({"name": name, "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()}), flush=True)
+            print(
+                json.dumps({"name": name, "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()}),
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ the module-level helpers they use, rebase the class on ``object`` and ``exec`` t
 come from vLLM are bound to stand-ins; names that come from ``vllm_omni`` helper modules
 (``output_modality``, ``mm_outputs``, ``data_entry_keys``...) are imported from the *same* release tree,
 with vLLM stubbed out while they load. Nothing is copied into the repository: the code runs straight
-from the tree under /tmp/trees (or a fetched wheel).
+from the release as fetched from PyPI and extracted into the cache (``omnitts.scaffold.releases``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-TREES = Path("/tmp/trees")
+from omnitts.scaffold import releases
 
 
 class RequestOutputKind(enum.Enum):  # stand-in for vllm.sampling_params.RequestOutputKind
@@ -113,7 +113,7 @@ def _needed_names(nodes: list[ast.AST]) -> set[str]:
 
 
 def load(version: str, tree: Path | None = None) -> ReleaseConsolidation:
-    root = tree or (TREES / f"w{version}")
+    root = tree or releases.pristine_tree(version)  # downloads on first use; a failed download is an error
     minor = int(version.split(".")[1])
     rel = "vllm_omni/outputs/output_processor.py" if minor >= 26 else "vllm_omni/engine/output_processor.py"
     path = root / rel
@@ -172,12 +172,3 @@ def load(version: str, tree: Path | None = None) -> ReleaseConsolidation:
             del sys.modules[k]
         sys.modules.update(saved)
     return ReleaseConsolidation(version, ns["OmniRequestState"], payload_cls, path)
-
-
-def available_versions() -> list[str]:
-    out = []
-    for d in sorted(TREES.glob("w0.*.0")):
-        version = d.name[1:]
-        if (d / "vllm_omni").is_dir():
-            out.append(version)
-    return sorted(out, key=lambda v: int(v.split(".")[1]))

@@ -10,6 +10,7 @@ import torch
 
 from omnitts.validators.runtime import loaders
 
+
 @pytest.fixture
 def sdist(pristine) -> Path:
     """The vLLM-Omni 0.20.0 sdist from PyPI (cached by tests/conftest.py)."""

@@ -31,8 +31,14 @@ def _refused(capsys, root, hash_tree, *argv, match):
         (["My-TTS", "--pattern", "two-stage"], "not a valid lower_snake_case Python identifier"),
         (["class", "--pattern", "two-stage"], "is a Python keyword"),
         (["moss_tts_nano", "--pattern", "single-stage"], "already exists"),
-        (["new_tts", "--pattern", "single-stage", "--stage-key", "qwen3_tts"], "stage key 'qwen3_tts' is already served"),
-        (["new_tts", "--pattern", "single-stage", "--arch", "MossTTSNanoForCausalLM"], "architecture 'MossTTSNanoForCausalLM' already exists"),
+        (
+            ["new_tts", "--pattern", "single-stage", "--stage-key", "qwen3_tts"],
+            "stage key 'qwen3_tts' is already served",
+        ),
+        (
+            ["new_tts", "--pattern", "single-stage", "--arch", "MossTTSNanoForCausalLM"],
+            "architecture 'MossTTSNanoForCausalLM' already exists",
+        ),
         (["new_tts", "--pattern", "single-stage", "--model-type", "qwen3_tts"], "qwen3_tts"),
     ],
 )
@@ -56,7 +62,15 @@ def test_not_a_tree(tmp_path, capsys, hash_tree):
 
 
 def test_unsupported_era(work_tree, capsys, hash_tree):
-    _refused(capsys, work_tree("0.18.0"), hash_tree, "x_tts", "--pattern", "two-stage", match="legacy stage_configs (0.18) era")
+    _refused(
+        capsys,
+        work_tree("0.18.0"),
+        hash_tree,
+        "x_tts",
+        "--pattern",
+        "two-stage",
+        match="legacy stage_configs (0.18) era",
+    )
 
 
 def test_read_only_shared_file(work_tree, capsys, hash_tree):

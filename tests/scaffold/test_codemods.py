@@ -14,7 +14,7 @@ from omnitts.scaffold.detection import compile_detector, known_detections, stage
 from omnitts.scaffold.errors import ScaffoldError
 
 REGISTRY_BEFORE = textwrap.dedent(
-    '''\
+    """\
     _OMNI_MODELS = {
         "A": (
             "a",
@@ -28,7 +28,7 @@ REGISTRY_BEFORE = textwrap.dedent(
             "B",
         ),
     }
-    '''
+    """
 )
 
 
@@ -61,7 +61,7 @@ def test_unparsable_file_is_a_clear_error():
 
 
 HF_BEFORE = textwrap.dedent(
-    '''\
+    """\
     def _register_omni_hf_configs() -> None:
         try:
             from transformers import AutoConfig
@@ -75,17 +75,34 @@ HF_BEFORE = textwrap.dedent(
             ("zzz", ZConfig),
         ]:
             AutoConfig.register(model_type, config_cls)
-    '''
+    """
 )
 
 
 def test_hf_config_import_sorted_and_pair_appended():
-    out = run_codemod(RegisterHfConfig, HF_BEFORE, "arg_utils.py", model_type="mmm", module="vllm_omni.model_executor.models.mmm.configuration_mmm", class_name="MmmConfig")
+    out = run_codemod(
+        RegisterHfConfig,
+        HF_BEFORE,
+        "arg_utils.py",
+        model_type="mmm",
+        module="vllm_omni.model_executor.models.mmm.configuration_mmm",
+        class_name="MmmConfig",
+    )
     lines = out.splitlines()
     imports = [line.strip() for line in lines if "import" in line and "vllm_omni" in line]
     assert imports == sorted(imports) and len(imports) == 3
     assert '        ("mmm", MmmConfig),' in lines
-    assert run_codemod(RegisterHfConfig, out, "arg_utils.py", model_type="mmm", module="vllm_omni.model_executor.models.mmm.configuration_mmm", class_name="MmmConfig") == out
+    assert (
+        run_codemod(
+            RegisterHfConfig,
+            out,
+            "arg_utils.py",
+            model_type="mmm",
+            module="vllm_omni.model_executor.models.mmm.configuration_mmm",
+            class_name="MmmConfig",
+        )
+        == out
+    )
 
 
 def _serving(version, pristine):
@@ -93,7 +110,16 @@ def _serving(version, pristine):
 
 
 def _five_point(source, name="my_tts", stage="my_tts"):
-    return run_codemod(FivePointServing, source, "serving_speech.py", name=name, camel="MyTts", upper=name.upper(), model_type=name, stage_keys=(stage,))
+    return run_codemod(
+        FivePointServing,
+        source,
+        "serving_speech.py",
+        name=name,
+        camel="MyTts",
+        upper=name.upper(),
+        model_type=name,
+        stage_keys=(stage,),
+    )
 
 
 @pytest.mark.parametrize("version", ["0.20.0", "0.22.0"])
@@ -101,7 +127,11 @@ def test_five_points_on_real_serving_speech(pristine, version):
     before = _serving(version, pristine)
     after = _five_point(before)
     ast.parse(after)
-    diff = [d for d in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0) if d[:1] in "+-" and d[:3] not in ("+++", "---")]
+    diff = [
+        d
+        for d in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+        if d[:1] in "+-" and d[:3] not in ("+++", "---")
+    ]
     assert all(d.startswith("+") for d in diff), "the patch must only add lines"
     added = "\n".join(diff)
     for expected in (

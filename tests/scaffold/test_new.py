@@ -29,7 +29,9 @@ def _git_snapshot(root):
 
 
 def _changed(root):
-    out = subprocess.run(["git", "status", "--porcelain", "-uall"], cwd=root, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "-uall"], cwd=root, check=True, capture_output=True, text=True
+    ).stdout
     return {line[3:]: line[:2].strip() for line in out.splitlines()}
 
 
@@ -64,7 +66,9 @@ def test_new_integrates_cleanly(work_tree, version, pattern, ruff_config_root, c
             assert isinstance(yaml.safe_load(text), dict)
 
     # Shared files: only additions.
-    diff = subprocess.run(["git", "diff", "-U0", "--", *sorted(expected_shared)], cwd=root, capture_output=True, text=True).stdout
+    diff = subprocess.run(
+        ["git", "diff", "-U0", "--", *sorted(expected_shared)], cwd=root, capture_output=True, text=True
+    ).stdout
     body = [line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
     assert body and all(line.startswith("+") for line in body), [line for line in body if line.startswith("-")][:5]
 

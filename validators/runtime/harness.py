@@ -182,27 +182,71 @@ def unflatten_payload(flat: dict) -> dict:
     return out
 
 
-def _to_host(x: Any) -> Any:
-    """What crosses the worker -> engine process boundary: fresh CPU copies."""
+def _to_host(x: Any, fresh: dict[int, torch.Tensor] | None = None) -> Any:
+    """What crosses the worker -> engine process boundary: fresh CPU copies. ``fresh`` holds the tensors the step
+    already copied privately (host copies of device outputs, cloned list items): those are not copied twice."""
     if isinstance(x, torch.Tensor):
+        if fresh is not None and fresh.get(id(x)) is x:
+            return x
         if x.device.type == "cpu":
             return x.detach().clone(memory_format=torch.contiguous_format)
         return x.detach().to("cpu").contiguous()
     if isinstance(x, dict):
-        return {k: _to_host(v) for k, v in x.items()}
+        return {k: _to_host(v, fresh) for k, v in x.items()}
     if isinstance(x, list):
-        return [_to_host(v) for v in x]
+        return [_to_host(v, fresh) for v in x]
     return x
 
 
-def _batch_to_host(x: Any) -> Any:
+def _d2h(t: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+    """One device->host copy (none for host tensors). ``non_blocking`` queues it into pinned memory: it is readable
+    after the step's single stream sync (:func:`_sync`), as the runner waits once per step, not once per tensor."""
+    t = t.detach()
+    if t.device.type == "cpu":
+        return t
+    if non_blocking:
+        return t.contiguous().to("cpu", non_blocking=True)  # contiguous on the device: no host pass before the sync
+    return t.to("cpu")
+
+
+def _h2d(data: list, device: str) -> torch.Tensor:
+    """A long tensor on ``device``; on CUDA staged through pinned memory so the copy does not wait for the GPU (a
+    copy from pageable memory synchronises the stream first)."""
+    host = torch.tensor(data, dtype=torch.long)
+    if device == "cpu":
+        return host
+    if str(device).startswith("cuda"):
+        return host.pin_memory().to(device, non_blocking=True)
+    return host.to(device)
+
+
+def _sync(device: str) -> None:
+    """The step's one host sync: every copy queued with ``non_blocking`` is readable after it."""
+    if str(device).startswith("cuda"):
+        torch.cuda.current_stream(torch.device(device)).synchronize()
+
+
+def _batch_to_host(x: Any, non_blocking: bool = False) -> Any:
     """``utils/mm_outputs.build_mm_cpu`` for one value (no copy for tensors already on the host)."""
     if isinstance(x, torch.Tensor):
-        return x.detach().to("cpu")
+        return _d2h(x, non_blocking)
     if isinstance(x, dict):
-        return {str(k): v.detach().to("cpu") for k, v in x.items() if isinstance(v, torch.Tensor)}
+        return {str(k): _d2h(v, non_blocking) for k, v in x.items() if isinstance(v, torch.Tensor)}
     if isinstance(x, list):
-        return [v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for v in x]
+        return [_d2h(v, non_blocking) if isinstance(v, torch.Tensor) else v for v in x]
+    return x
+
+
+def _mark_fresh(fresh: dict[int, torch.Tensor], x: Any) -> Any:
+    """Record the tensors in ``x`` as private host copies of this step (see :func:`_to_host`); returns ``x``."""
+    if isinstance(x, torch.Tensor):
+        fresh[id(x)] = x
+    elif isinstance(x, dict):
+        for v in x.values():
+            _mark_fresh(fresh, v)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            _mark_fresh(fresh, v)
     return x
 
 
@@ -453,9 +497,9 @@ class ARStage(_Stage):
             start += n
             logits_idx.append(start - 1)
         self.steady_step = steady
-        both = torch.tensor([ids, pos], dtype=torch.long, device=dev)
-        input_ids, positions = both[0], both[1]
-        logits_index = torch.tensor(logits_idx, dtype=torch.long, device=dev)
+        n_tok = len(ids)
+        flat = _h2d(ids + pos + logits_idx, dev)  # one host->device copy per step, then views
+        input_ids, positions, logits_index = flat[:n_tok], flat[n_tok : 2 * n_tok], flat[2 * n_tok :]
         inputs_embeds = None
         t0 = time.perf_counter()
         if getattr(model, "has_preprocess", False):
@@ -525,7 +569,7 @@ class ARStage(_Stage):
         li = logits_index if logits_index.device == hidden.device else logits_index.to(hidden.device)
         logits = self._call("compute_logits", hidden[li])
         eng.step_seconds += time.perf_counter() - t0
-        sampled = logits.argmax(dim=-1).tolist()
+        sampled_t = logits.argmax(dim=-1)
         hidden_slices = hidden.split(lens) if isinstance(hidden, torch.Tensor) and hidden.shape[0] == start else None
         if getattr(model, "has_postprocess", False):
             for i, rid in enumerate(batch):
@@ -536,18 +580,34 @@ class ARStage(_Stage):
                 self._update_buffer(rid, self._call("postprocess", h, multimodal_outputs=mm, **kw))
         eng.steps.append(StepRecord(self.idx, eng.step_index, list(batch), start, steady, time.perf_counter() - t0))
         # per-request payloads, like build_mm_cpu + to_payload_element: one device->host copy per output for the
-        # whole batch, then token-aligned tensors sliced, lists indexed, other tensors shared
+        # whole batch, then token-aligned tensors sliced, lists indexed, other tensors shared. On CUDA every copy of
+        # the step (tokens, outputs, hidden, buffer updates) is queued and the stream synchronised once.
+        nb = eng.cuda
         seq_len = hidden.shape[0] if isinstance(hidden, torch.Tensor) else None
         mm_flat = flatten_payload(mm) if isinstance(mm, dict) else {}
-        if eng.cuda:
-            mm_flat = {k: _batch_to_host(v) for k, v in mm_flat.items()}
+        if nb:
+            mm_flat = {k: _batch_to_host(v, non_blocking=True) for k, v in mm_flat.items()}
+        h_host = _d2h(hidden, non_blocking=True) if nb and isinstance(hidden, torch.Tensor) else hidden
+        if nb:
+            sampled_host = _d2h(sampled_t, non_blocking=True)
+            _sync(eng.device)
+            sampled = sampled_host.tolist()
+        else:
+            sampled = sampled_t.tolist()
         host_slices: dict[str, Any] = {}
         for k, v in mm_flat.items():
             if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == seq_len and seq_len == start:
                 host_slices[k] = v.split(lens)
         if isinstance(hidden, torch.Tensor):
-            h_host = hidden.detach().to("cpu") if eng.cuda else hidden
-            host_slices["hidden"] = h_host.split(lens) if h_host.shape[0] == start else None
+            if h_host is hidden:
+                host_slices["hidden"] = hidden_slices
+            else:
+                host_slices["hidden"] = h_host.split(lens) if h_host.shape[0] == start else None
+        fresh = eng.fresh
+        fresh.clear()
+        if nb:  # host copies made above (and the views that split them) belong to the step alone
+            _mark_fresh(fresh, mm_flat)
+            _mark_fresh(fresh, host_slices)
         results = []
         eos = eng.subject.eos_token_id
         for i, rid in enumerate(batch):
@@ -563,7 +623,12 @@ class ARStage(_Stage):
                 payload["hidden"] = hs[i] if hs is not None else h_host[s:e]
             for k, v in mm_flat.items():
                 sl = host_slices.get(k)
-                payload[k] = sl[i] if sl is not None else _payload_element(v, i, s, e, seq_len)
+                if sl is not None:
+                    payload[k] = sl[i]
+                else:
+                    item = payload[k] = _payload_element(v, i, s, e, seq_len)
+                    if isinstance(item, torch.Tensor) and item is not v and item._base is None:
+                        fresh[id(item)] = item  # a clone (list item or shared tensor), not a slice of the output
             eng.results[req.ext].tokens.append(tok)
             if done:
                 self.finish(rid)
@@ -571,18 +636,20 @@ class ARStage(_Stage):
         return results
 
     def _update_buffer(self, rid: str, upd: Any) -> None:
+        # host copies queued non-blocking on CUDA: step() synchronises once before the next model call reads them
         if not isinstance(upd, dict) or not upd or rid not in self.requests:
             return
+        nb = self.engine.cuda
         existing = self.buffer.setdefault(rid, {})
         for k, v in upd.items():
             if isinstance(v, dict):
                 sub = existing.setdefault(k, {})
                 for q, val in v.items():
-                    sub[q] = val.detach().to("cpu").contiguous() if isinstance(val, torch.Tensor) else val
+                    sub[q] = _d2h(val, nb).contiguous() if isinstance(val, torch.Tensor) else val
             elif isinstance(v, torch.Tensor):
-                existing[k] = v.detach().to("cpu").contiguous()
+                existing[k] = _d2h(v, nb).contiguous()
             elif isinstance(v, list):
-                existing[k] = [x.detach().to("cpu").contiguous() if isinstance(x, torch.Tensor) else x for x in v]
+                existing[k] = [_d2h(x, nb).contiguous() if isinstance(x, torch.Tensor) else x for x in v]
             else:
                 existing[k] = v
 
@@ -647,9 +714,10 @@ class GenerationStage(_Stage):
             lasts.append(last)
         dev = eng.device
         infos_list = [self.buffer.get(rid, {}) or {} for rid in batch]
+        flat = _h2d(ids + pos, dev)  # one host->device copy per step, then views
         kwargs: dict[str, Any] = dict(
-            input_ids=torch.tensor(ids, dtype=torch.long, device=dev),
-            positions=torch.tensor(pos, dtype=torch.long, device=dev),
+            input_ids=flat[: len(ids)],
+            positions=flat[len(ids) :],
             intermediate_tensors=None,
             inputs_embeds=None,
             seq_token_counts=counts,
@@ -686,6 +754,25 @@ class GenerationStage(_Stage):
                 elif isinstance(val, torch.Tensor):
                     for i in range(n):
                         per_req[i][key] = val
+        if eng.cuda:
+            # what crosses to the engine process, copied once per tensor (shared ones once) with one sync per step
+            copied: dict[int, Any] = {}
+
+            def host(v):
+                if isinstance(v, torch.Tensor):
+                    if id(v) not in copied:
+                        copied[id(v)] = _d2h(v, non_blocking=True)
+                    return copied[id(v)]
+                if isinstance(v, dict):
+                    return {k: host(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    return [host(x) for x in v]
+                return v
+
+            per_req = [host(p) for p in per_req]
+            _sync(eng.device)
+            eng.fresh.clear()
+            _mark_fresh(eng.fresh, list(copied.values()))
         for i, rid in enumerate(batch):
             if lasts[i]:
                 self.finish(rid)
@@ -751,6 +838,7 @@ class Engine:
         self.call_seconds: dict[tuple[int, str], float] = {}
         self.cuda = str(device).startswith("cuda")
         self.alias_violations: list[str] = []
+        self.fresh: dict[int, torch.Tensor] = {}  # private host copies of the current step (see _to_host)
         self.recorder: list | None = [] if record_calls else None
         self.salt = salt
         if models is None:
@@ -789,7 +877,7 @@ class Engine:
         if "hidden" in flat and ("model_outputs" in flat or "audio" in flat):
             # the output processor renames "hidden" to the audio key first and "model_outputs" overwrites it
             flat = {k: v for k, v in flat.items() if k != "hidden"}
-        flat = _to_host(flat)
+        flat = _to_host(flat, self.fresh)
         mm_type = "audio"
         delta = None
         for k in ("model_outputs", "audio"):
