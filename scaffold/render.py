@@ -2,10 +2,14 @@
 
 Cookiecutter renders a template folder to disk; we render into a private temp folder and read the
 files back, so that rendering never touches the target tree (the plan decides what is written).
+Code that several templates share lives once, as Jinja macros in `templates/blocks/`; each render
+gets them as the template's `templates/` folder, where cookiecutter's loader finds `{% from %}` /
+`{% include %}` targets.
 """
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -24,12 +28,18 @@ def _render(template_dir: Path, ctx: dict[str, str]) -> dict[str, str]:
     if not (template_dir / "cookiecutter.json").is_file():
         raise ScaffoldError(f"internal error: template {template_dir} has no cookiecutter.json")
     with tempfile.TemporaryDirectory(prefix="omnitts-render-") as tmp:
+        repo = Path(tmp) / "template"
+        no_cache = shutil.ignore_patterns("__pycache__")
+        shutil.copytree(template_dir, repo, ignore=no_cache)
+        blocks = templates_root() / "blocks"
+        if blocks.is_dir():
+            shutil.copytree(blocks, repo / "templates", ignore=no_cache)
         try:
             out = cookiecutter(
-                str(template_dir),
+                str(repo),
                 no_input=True,
                 extra_context=ctx,
-                output_dir=tmp,
+                output_dir=str(Path(tmp) / "out"),
                 overwrite_if_exists=True,
                 accept_hooks=False,
             )

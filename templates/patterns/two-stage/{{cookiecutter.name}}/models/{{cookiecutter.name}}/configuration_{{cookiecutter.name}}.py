@@ -97,31 +97,4 @@ class {{ cookiecutter.camel }}Config(PretrainedConfig):
         return [self.num_special_tokens + b % span for b in text.encode("utf-8")] + [self.audio_start_token_id]
 
 
-def init_weights_from_seed(module: nn.Module, seed: int, head_gain: float = 4.0, conv_gain: float = 2.0) -> None:
-    """Deterministic random weights for the tiny default model.
-
-    Values are drawn on the CPU from ``seed`` in parameter order and then copied to wherever the parameters live, so
-    CPU and CUDA runs start from identical weights. Norm weights are ones and 1-D parameters (biases) zeros;
-    matrices are normal with std ``gain / sqrt(fan_in)``, where output heads (``*head``, ``heads.<k>``) get
-    ``head_gain`` (wide greedy argmax margins) and convolutions ``conv_gain`` (keeps the waveform's level through the
-    upsampling stack).
-    """
-    generator = torch.Generator().manual_seed(seed)
-    for module_name, submodule in module.named_modules():
-        for _, param in submodule.named_parameters(recurse=False):
-            if param.dim() == 1:
-                values = torch.ones(param.shape) if "norm" in module_name else torch.zeros(param.shape)
-            else:
-                if isinstance(submodule, nn.ConvTranspose1d):
-                    fan_in = param.shape[0] * param.shape[2] // submodule.stride[0]
-                else:
-                    fan_in = param[0].numel()
-                parent, _, leaf = module_name.rpartition(".")
-                gain = 1.0
-                if leaf.endswith("head") or (leaf.isdigit() and parent.endswith("heads")):
-                    gain = head_gain
-                elif isinstance(submodule, (nn.Conv1d, nn.ConvTranspose1d)):
-                    gain = conv_gain
-                values = torch.randn(param.shape, generator=generator) * (gain / math.sqrt(fan_in))
-            with torch.no_grad():
-                param.copy_(values.to(dtype=param.dtype))
+{% from "init_weights.py.j2" import init_weights_from_seed with context %}{{ init_weights_from_seed() }}
