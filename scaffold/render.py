@@ -44,7 +44,8 @@ def _render(template_dir: Path, ctx: dict[str, str]) -> dict[str, str]:
                 accept_hooks=False,
             )
         except Exception as exc:  # cookiecutter wraps Jinja errors in its own types
-            raise ScaffoldError(f"internal error: rendering {template_dir.name} failed: {exc}") from exc
+            reason = str(exc) or type(exc).__name__  # some cookiecutter exceptions carry no message
+            raise ScaffoldError(f"internal error: rendering {template_dir.name} failed: {reason}") from exc
         base = Path(out)
         files = {}
         for path in sorted(base.rglob("*")):
