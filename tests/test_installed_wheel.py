@@ -20,18 +20,12 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
-    # build from a copy of the files git knows: a build/ folder left in the checkout would leak into the wheel
+    # build from a clean copy: a build/ folder (or egg-info) left in the checkout would leak into the wheel
     src = tmp / "src"
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    for rel in filter(None, listed.split("\0")):
-        if (REPO / rel).is_file():
-            (src / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, src / rel)
+    junk = shutil.ignore_patterns(
+        ".git", ".venv*", ".cache", "build", "dist", "*.egg-info", "__pycache__", "omnitts-out"
+    )
+    shutil.copytree(REPO, src, ignore=junk)
     build = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--quiet", "-w", str(tmp / "dist")],
         capture_output=True,
