@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from omnitts.scaffold import releases
 
 VLLM_VERSION = "0.20.0"
 REPO = Path(__file__).resolve().parents[2]
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("OMNITTS_CACHE") or REPO / ".cache")
+    return releases.cache_root()  # tests/conftest.py points OMNITTS_CACHE at .cache/ unless it is set
 
 
 def _run(cmd: list[str], log: Path) -> None:
@@ -32,8 +33,7 @@ def vllm_venv() -> Path:
     python = venv / "bin" / "python"
     ready = venv / ".omnitts-ready"
     venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / f".vllm-{VLLM_VERSION}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with releases.cache_lock(f"venv-vllm-{VLLM_VERSION}"):  # pytest-xdist workers share it
         if not ready.exists():
             log = venv.parent / f"vllm-{VLLM_VERSION}.log"
             _run([sys.executable, "-m", "venv", "--clear", str(venv)], log)
@@ -81,8 +81,7 @@ def scaffolded_tree(python: Path, patterns: dict[str, str]) -> Path:
     base = cache_dir() / "real_vllm"
     base.mkdir(parents=True, exist_ok=True)
     tree = base / f"tree-{digest.hexdigest()[:12]}"
-    with open(base / ".tree.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with releases.cache_lock("real-vllm-tree"):
         if not (tree / ".omnitts-installed").exists():
             import shutil
 

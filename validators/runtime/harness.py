@@ -754,15 +754,19 @@ class GenerationStage(_Stage):
                 elif isinstance(val, torch.Tensor):
                     for i in range(n):
                         per_req[i][key] = val
+        eng.fresh.clear()
         if eng.cuda:
-            # what crosses to the engine process, copied once per tensor (shared ones once) with one sync per step
-            copied: dict[int, Any] = {}
+            # what crosses to the engine process, copied once per tensor with one sync per step; a copy that only
+            # one request holds is private to it (not copied again), one shared by several requests is (per request)
+            copied: dict[int, list] = {}  # id(device tensor) -> [host copy, number of requests holding it]
 
             def host(v):
                 if isinstance(v, torch.Tensor):
-                    if id(v) not in copied:
-                        copied[id(v)] = _d2h(v, non_blocking=True)
-                    return copied[id(v)]
+                    entry = copied.setdefault(id(v), [None, 0])
+                    if entry[0] is None:
+                        entry[0] = _d2h(v, non_blocking=True)
+                    entry[1] += 1
+                    return entry[0]
                 if isinstance(v, dict):
                     return {k: host(x) for k, x in v.items()}
                 if isinstance(v, list):
@@ -771,8 +775,7 @@ class GenerationStage(_Stage):
 
             per_req = [host(p) for p in per_req]
             _sync(eng.device)
-            eng.fresh.clear()
-            _mark_fresh(eng.fresh, list(copied.values()))
+            _mark_fresh(eng.fresh, [host_copy for host_copy, holders in copied.values() if holders == 1])
         for i, rid in enumerate(batch):
             if lasts[i]:
                 self.finish(rid)
