@@ -2,7 +2,7 @@
 
 from setuptools import find_namespace_packages, setup
 
-ROOTS = ("scaffold", "validators", "reference_models")
+ROOTS = ("knowledge", "scaffold", "validators", "reference_models")
 DATA = ["*.j2", "*.jinja", "*.json", "*.yaml", "*.yml", "*.md", "*.txt", "*.sh", "*.pt", "*.npz", "*.toml"]
 
 packages: list[str] = []
