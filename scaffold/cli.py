@@ -14,10 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from omnitts.scaffold import releases
+from omnitts.knowledge import releases
+from omnitts.knowledge.eras import detect_profile
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.naming import PATTERNS, make_names
-from omnitts.scaffold.profiles import ERA_TITLES, detect_profile
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -125,7 +125,7 @@ def _commit(root: Path, paths: list[Path], message: str) -> None:
 
 
 def _era(profile) -> str:
-    return f"{ERA_TITLES.get(profile.era, profile.era)} era, vllm-omni {profile.version or '?'}"
+    return f"{profile.era.title} era, vllm-omni {profile.version or '?'}"
 
 
 def _finish(plan, root: Path, profile, *, dry_run: bool, nothing: str) -> list[Path] | None:

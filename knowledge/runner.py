@@ -1,0 +1,144 @@
+"""What each vLLM-Omni release's model runner really does at the forward contract: the runner contract.
+
+The harness steps a model the way the *target* release's runner would, the reference models and the
+templates key their caches the way it does. Each fact below was read off the released wheels (paths
+relative to the release tree; docs/validators.md has the table):
+
+* ids: ``global_request_id`` (a one-element list, the orchestrator's external id) sits in the stage-0
+  request's ``additional_information`` in every release. From 0.20 the GPU runner writes the scheduler id
+  as ``req_infos["request_id"] = req_id`` right before ``preprocess()`` (``worker/gpu_model_runner.py``);
+  0.30's Model Runner V2 writes ``req_id`` instead (``worker_v2/model_states/intermediate_buffer.py``).
+  0.22+ also writes ``_omni_prompt_len`` / ``_omni_num_computed_tokens`` / ``_omni_is_prefill``, 0.28+
+  ``_omni_max_tokens`` / ``_omni_seed``.
+* per-request dicts reach ``forward()`` as ``runtime_additional_information`` (all releases) and, from
+  0.18, also as ``model_intermediate_buffer`` (the same list object).
+* finish notification: the AR runner calls ``model.on_requests_finished(finished_req_ids)`` from 0.20
+  (``worker/gpu_ar_model_runner.py``), the generation runner from 0.24; before that nothing tells the
+  model that a request finished or was aborted.
+* consolidation: which era of ``OmniRequestState._consolidate_multimodal_tensors`` the release runs
+  (``omnitts.validators.runtime.consolidation`` re-implements each era).
+
+API: ``contract_for(version_or_tree, model_runner=None)`` -> :class:`RunnerContract`;
+``consolidation_era(version)``; ``preprocess_id_keys(tree)`` (read from the tree's files).
+This module is the one place that compares release numbers (``_row``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from omnitts.knowledge import layout as L
+
+KNOWN_RELEASES = ("0.14.0", "0.16.0", "0.18.0", "0.20.0", "0.22.0", "0.24.0", "0.26.0", "0.28.0", "0.30.0")
+DEFAULT_RELEASE = "0.20.0"
+CONSOLIDATION_ERAS = ("0.14", "0.18", "0.20", "0.24", "0.26", "0.30")
+
+_MIB, _RAI = "model_intermediate_buffer", "runtime_additional_information"
+
+
+@dataclass(frozen=True)
+class _Row:
+    """The v1 runner of one release (model runner v2, where it exists, differs only where noted)."""
+
+    v1_id_key: str | None
+    buffer_kwargs: tuple[str, ...]
+    ar_notifies_finish: bool
+    generation_notifies_finish: bool
+    omni_progress_keys: bool
+    omni_sampling_keys: bool
+    consolidation_era: str
+    has_model_runner_v2: bool = False
+
+
+# One row per release; a version between two rows behaves as the row below it (0.23.1 -> 0.22).
+_TABLE: dict[tuple[int, int], _Row] = {
+    (0, 14): _Row(None, (_RAI,), False, False, False, False, "0.14"),
+    (0, 16): _Row(None, (_RAI,), False, False, False, False, "0.14"),
+    (0, 18): _Row(None, (_MIB, _RAI), False, False, False, False, "0.18"),
+    (0, 20): _Row("request_id", (_MIB, _RAI), True, False, False, False, "0.20"),
+    (0, 22): _Row("request_id", (_MIB, _RAI), True, False, True, False, "0.20"),
+    (0, 24): _Row("request_id", (_MIB, _RAI), True, True, True, False, "0.24"),
+    (0, 26): _Row("request_id", (_MIB, _RAI), True, True, True, False, "0.26"),
+    (0, 28): _Row("request_id", (_MIB, _RAI), True, True, True, True, "0.26"),
+    (0, 30): _Row("request_id", (_MIB, _RAI), True, True, True, True, "0.30", has_model_runner_v2=True),
+}
+
+
+def _key(version: str) -> tuple[int, int]:
+    m = re.match(r"(\d+)\.(\d+)", version)
+    if not m:
+        raise ValueError(f"not a vLLM-Omni version: {version!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _row(version: str) -> _Row:
+    key = _key(version)
+    below = [k for k in _TABLE if k <= key]
+    if key[0] != 0 or not below:
+        raise ValueError(f"vLLM-Omni {version} is older than the oldest supported release 0.14")
+    return _TABLE[max(below)]
+
+
+@dataclass(frozen=True)
+class RunnerContract:
+    version: str
+    # key the runner writes into a request's dict before preprocess(); None = no id written
+    preprocess_id_key: str | None
+    # kwarg names under which forward() receives the per-request dict list (same list object)
+    buffer_kwargs: tuple[str, ...]
+    ar_notifies_finish: bool
+    generation_notifies_finish: bool
+    writes_omni_progress_keys: bool  # _omni_prompt_len, _omni_num_computed_tokens, _omni_is_prefill
+    writes_omni_sampling_keys: bool  # _omni_max_tokens, _omni_seed
+    consolidation_era: str
+    model_runner: str = "v1"
+
+    @property
+    def id_keys(self) -> tuple[str, ...]:
+        """Keys under which a model can find *the id that the finish hook will receive*."""
+        return (self.preprocess_id_key,) if self.preprocess_id_key else ()
+
+    def describe(self) -> str:
+        ids = self.preprocess_id_key or "none (only global_request_id)"
+        return (
+            f"vLLM-Omni {self.version} ({self.model_runner}): preprocess id key {ids}; forward kwargs "
+            f"{', '.join(self.buffer_kwargs)}; finish hook AR={self.ar_notifies_finish} "
+            f"generation={self.generation_notifies_finish}; consolidation era {self.consolidation_era}"
+        )
+
+
+def consolidation_era(version: str) -> str:
+    return _row(version).consolidation_era
+
+
+def contract_for(version_or_tree: str | Path | None, model_runner: str | None = None) -> RunnerContract:
+    """The runner contract of a release (``"0.30.0"``) or of a tree (a ``Path``: its version is read from its
+    files); None means the default release. ``model_runner`` "v2" selects 0.30's Model Runner V2."""
+    if isinstance(version_or_tree, Path):
+        version = L.tree_version(version_or_tree) or DEFAULT_RELEASE
+    else:
+        version = version_or_tree or DEFAULT_RELEASE
+    row = _row(version)
+    runner = model_runner or "v1"
+    if runner == "v2" and not row.has_model_runner_v2:
+        raise ValueError(f"Model Runner V2 exists from vLLM-Omni 0.30, not {version}")
+    v1 = runner == "v1"
+    return RunnerContract(
+        version=version,
+        preprocess_id_key=row.v1_id_key if v1 else "req_id",
+        buffer_kwargs=row.buffer_kwargs,
+        ar_notifies_finish=row.ar_notifies_finish,
+        generation_notifies_finish=row.generation_notifies_finish,
+        writes_omni_progress_keys=row.omni_progress_keys and v1,
+        writes_omni_sampling_keys=row.omni_sampling_keys and v1,
+        consolidation_era=row.consolidation_era,
+        model_runner=runner,
+    )
+
+
+def preprocess_id_keys(root: Path) -> tuple[str, ...]:
+    """Id keys a tree's runners write before preprocess(), in lookup order, read from its files: 0.30's
+    Model Runner V2 (``vllm_omni/worker_v2/``) writes ``req_id``, and V1 (``request_id``) is still selectable."""
+    return ("req_id", "request_id") if (Path(root) / L.WORKER_V2).is_dir() else ("request_id",)
