@@ -142,3 +142,59 @@ def preprocess_id_keys(root: Path) -> tuple[str, ...]:
     """Id keys a tree's runners write before preprocess(), in lookup order, read from its files: 0.30's
     Model Runner V2 (``vllm_omni/worker_v2/``) writes ``req_id``, and V1 (``request_id``) is still selectable."""
     return ("req_id", "request_id") if (Path(root) / L.WORKER_V2).is_dir() else ("request_id",)
+
+
+@dataclass(frozen=True)
+class Consolidation:
+    """How one consolidation era accumulates a request's per-step multimodal payloads and consolidates them at
+    finish (``OmniRequestState.add_multimodal_tensor`` / ``_consolidate_multimodal_tensors``); read off the
+    releases, checked against their own code by tests/runtime/test_consolidation_vs_release.py."""
+
+    era: str
+    split_store: bool  # 0.24+: tensors / metadata kept apart (a MultimodalPayload); before: one flat dict
+    mm_type_each_step: bool  # 0.20: each step's mm_type names its target; else the first mm_type sticks
+    copies_nested_dicts: bool  # 0.14-0.18: nested dict payloads copied key by key
+    audio_stays_chunks: bool  # 0.14-0.18: `audio` is not concatenated (stays a list of chunks)
+    sr_keeps_last: bool  # 0.18+: a list of `sr` tensors keeps the last one
+    delta_skips_drainable: bool  # 0.20: DELTA requests leave image / audio to the drain
+    unflattens_dotted_keys: bool  # 0.20: "a.b" keys become nested dicts
+    tensors_only_accumulate: bool  # 0.24: only tensors list-accumulate; metadata is merged
+    chunk_meta_replaced: bool  # 0.26+: per-chunk metadata keys are replaced, not accumulated
+    sample_rate_to_metadata: bool  # 0.26+: sr / sample_rate / audio_sample_rate move to metadata first
+    sample_rate_snapshots: bool  # 0.30: the latest sr-like value is kept as metadata on every step
+    strict_strategy: bool  # 0.30: only CONCAT_LAST failures fall back; others raise (and stop consolidation)
+    accumulator_starts_empty: bool  # 0.14-0.18: mm_accumulated starts as None
+    state_module: str  # where OmniRequestState lives
+    payload_module: str | None  # where MultimodalPayload lives (split store only)
+
+
+def _consolidation(era, split, each_step, nested, chunks, sr_last, delta, dotted, tensors_only, chunk_meta, sr_meta,
+                   snapshots, strict, empty, outputs):  # fmt: skip
+    pkg = "vllm_omni.outputs" if outputs else "vllm_omni.engine"
+    return Consolidation(
+        era, split, each_step, nested, chunks, sr_last, delta, dotted, tensors_only, chunk_meta, sr_meta, snapshots,
+        strict, empty, f"{pkg}.output_processor", f"{pkg}.mm_outputs" if split else None,
+    )  # fmt: skip
+
+
+T, F = True, False
+CONSOLIDATIONS: dict[str, Consolidation] = {
+    c.era: c
+    for c in (
+        #              era     split each nest chunk srlast delta dot tens chunkm srmeta snap strict empty outputs
+        _consolidation("0.14", F,    F,   T,   T,    F,     F,    F,  F,   F,     F,     F,   F,     T,    F),
+        _consolidation("0.18", F,    F,   T,   T,    T,     F,    F,  F,   F,     F,     F,   F,     T,    F),
+        _consolidation("0.20", F,    T,   F,   F,    T,     T,    T,  F,   F,     F,     F,   F,     F,    F),
+        _consolidation("0.24", T,    F,   F,   F,    T,     F,    F,  T,   F,     F,     F,   F,     F,    F),
+        _consolidation("0.26", T,    F,   F,   F,    T,     F,    F,  F,   T,     T,     F,   F,     F,    T),
+        _consolidation("0.30", T,    F,   F,   F,    T,     F,    F,  F,   T,     T,     T,   T,     F,    T),
+    )
+}  # fmt: skip
+assert tuple(CONSOLIDATIONS) == CONSOLIDATION_ERAS
+
+
+def consolidation_for(era_or_version: str) -> Consolidation:
+    """The consolidation behaviour of an era ("0.24") or of a release ("0.24.0")."""
+    if era_or_version in CONSOLIDATIONS:
+        return CONSOLIDATIONS[era_or_version]
+    return CONSOLIDATIONS[consolidation_era(era_or_version)]

@@ -14,11 +14,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omnitts.knowledge.treefacts import TreeContext, TreeFacts
 from omnitts.validators.static import suppressions
 from omnitts.validators.static.finding import Finding
 from omnitts.validators.static.rule import CONFIG, REGISTRY, Report, Rule
 from omnitts.validators.static.source import SourceFile
-from omnitts.validators.static.treefacts import TreeContext, TreeFacts
 
 SKIP_DIRS = {
     ".git",

@@ -3,7 +3,7 @@ coherence. Tree scope: a deploy YAML is read together with the pipeline.py it co
 
 from __future__ import annotations
 
-from omnitts.validators.static import configs
+from omnitts.knowledge import configs
 from omnitts.validators.static.rule import Invalid, Report, Rule, Valid, register
 
 NEXT_FUNCS = ("async_chunk_process_next_stage_input_func", "custom_process_next_stage_input_func")
