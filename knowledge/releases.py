@@ -2,14 +2,17 @@
 
 `pypi:vllm-omni==0.20.0` resolves to the sdist where PyPI has one (package, examples, tests, tools,
 pyproject with its ruff config), else to the wheel (package only). Downloads and the pristine
-extraction are cached under `$OMNITTS_CACHE` (default `~/.cache/omnitts`); every scaffold run gets
-its own copy so that the cache itself is never modified.
+extraction are cached under `$OMNITTS_CACHE` (default `~/.cache/omnitts`) and never modified. A scaffold
+run works in a git working copy under the work folder (`<cache>/work`, or `--work-dir`): an unchanged
+copy of the release (git clean, only the release commit) is reused, so repeated runs do not pile up
+~50 MB copies; `clean_work_dir()` removes them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -19,6 +22,7 @@ import tarfile
 import tempfile
 import time
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from omnitts.knowledge.errors import TreeError
@@ -120,6 +124,11 @@ def _git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=env)
 
 
+def work_root(work_dir: Path | None = None) -> Path:
+    """Where scaffold runs' working copies live: ``work_dir`` when given, else ``<cache>/work``."""
+    return Path(work_dir).expanduser().resolve() if work_dir else cache_root() / "work"
+
+
 def working_copy(version: str, dest: Path | None = None) -> Path:
     """A fresh git working copy of the release, with the pristine tree as its first commit."""
     src = pristine_tree(version)
@@ -133,3 +142,71 @@ def working_copy(version: str, dest: Path | None = None) -> Path:
         _git(dest, "add", "-A")
         _git(dest, "commit", "-q", "-m", f"vllm-omni {version} as released on PyPI")
     return dest
+
+
+_COPY = re.compile(r"^vllm-omni-(\d+\.\d+\.\d+)(-\d+)?$")
+_RELEASE_COMMIT = "as released on PyPI"
+
+
+def _git_out(cwd: Path, *args: str) -> str | None:
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def is_unchanged_copy(path: Path) -> bool:
+    """A working copy exactly as `working_copy` made it: its own git repository, one commit (the release),
+    nothing modified, nothing untracked. Without git nothing can be proved unchanged: False."""
+    if not (path / ".git").is_dir() or not shutil.which("git"):
+        return False
+    log = _git_out(path, "log", "--format=%s", "-n", "2")
+    status = _git_out(path, "status", "--porcelain", "--untracked-files=all")
+    return log is not None and status == "" and log.strip().endswith(_RELEASE_COMMIT) and len(log.splitlines()) == 1
+
+
+def copy_for_run(version: str, work_dir: Path | None = None) -> tuple[Path, bool]:
+    """(working copy, created): an unchanged copy of ``version`` under the work folder when one exists, else
+    a new one (``vllm-omni-X.Y.Z``, then ``-2``, ``-3``, ...)."""
+    base = work_root(work_dir)
+    base.mkdir(parents=True, exist_ok=True)
+    pristine_tree(version)  # download / extract outside the work folder's lock
+    with cache_lock(f"work-{hashlib.blake2b(str(base).encode(), digest_size=6).hexdigest()}"):
+        for n in range(1, 1000):
+            dest = base / (f"vllm-omni-{version}" if n == 1 else f"vllm-omni-{version}-{n}")
+            if not dest.exists():
+                try:
+                    return working_copy(version, dest), True
+                except BaseException:
+                    shutil.rmtree(dest, ignore_errors=True)  # a half-made copy is never reused
+                    raise
+            if is_unchanged_copy(dest):
+                return dest, False
+    raise TreeError(f"{base} holds 999 modified copies of vllm-omni {version}; run omnitts-scaffold clean")
+
+
+@dataclass(frozen=True)
+class CleanResult:
+    removed: list[Path]
+    kept: list[Path]  # modified copies (a scaffolded model lives there) kept without --all
+    freed_bytes: int
+
+
+def _size(path: Path) -> int:
+    return sum(p.lstat().st_size for p in path.rglob("*") if not p.is_symlink() and p.is_file())
+
+
+def clean_work_dir(work_dir: Path | None = None, *, modified: bool = False, dry_run: bool = False) -> CleanResult:
+    """Remove the working copies under the work folder: the unchanged ones, and with ``modified`` also those a
+    scaffold run wrote into. Only folders named like a working copy (``vllm-omni-X.Y.Z[-N]``) are touched."""
+    base = work_root(work_dir)
+    removed, kept, freed = [], [], 0
+    for path in sorted(base.iterdir()) if base.is_dir() else []:
+        if not (path.is_dir() and not path.is_symlink() and _COPY.match(path.name)):
+            continue
+        if not modified and not is_unchanged_copy(path):
+            kept.append(path)
+            continue
+        freed += _size(path)
+        removed.append(path)
+        if not dry_run:
+            shutil.rmtree(path)
+    return CleanResult(removed, kept, freed)

@@ -95,19 +95,6 @@ class RunnerContract:
     consolidation_era: str
     model_runner: str = "v1"
 
-    @property
-    def id_keys(self) -> tuple[str, ...]:
-        """Keys under which a model can find *the id that the finish hook will receive*."""
-        return (self.preprocess_id_key,) if self.preprocess_id_key else ()
-
-    def describe(self) -> str:
-        ids = self.preprocess_id_key or "none (only global_request_id)"
-        return (
-            f"vLLM-Omni {self.version} ({self.model_runner}): preprocess id key {ids}; forward kwargs "
-            f"{', '.join(self.buffer_kwargs)}; finish hook AR={self.ar_notifies_finish} "
-            f"generation={self.generation_notifies_finish}; consolidation era {self.consolidation_era}"
-        )
-
 
 def consolidation_era(version: str) -> str:
     return _row(version).consolidation_era

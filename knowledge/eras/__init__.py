@@ -20,7 +20,8 @@ from omnitts.knowledge.errors import TreeError
 from omnitts.knowledge.runner import preprocess_id_keys
 
 ERAS: tuple[Era, ...] = (FivePoint(), Hybrid(), AdapterOnly())
-SUPPORTED = ", ".join(f"{e.title} ({e.releases})" for e in ERAS)
+_NAMED = [f"{e.title} ({e.releases})" for e in ERAS]
+SUPPORTED = f"{', '.join(_NAMED[:-1])} and {_NAMED[-1]}"  # "five-point (0.20-0.22), ... and adapter-only (0.28-0.30)"
 
 __all__ = [
     "ADAPTER",
@@ -107,8 +108,7 @@ def _refusal(files, version: str | None) -> str:
         why = "its files match none of the known eras"
     return (
         f"unsupported vLLM-Omni layout at {files.root} (version {version or 'unknown'}): looks like the {era} era"
-        f" ({files.evidence()}); omnitts-scaffold supports the five-point (0.20-0.22), hybrid adapters (0.24-0.26)"
-        f" and adapter-only (0.28-0.30) eras: {why}"
+        f" ({files.evidence()}); omnitts-scaffold supports the {SUPPORTED} eras: {why}"
     )
 
 
