@@ -532,9 +532,7 @@ def _check_sources(index: TreeIndex, view: ModelView) -> list[PointResult]:
             for p in (index.root / "tests/e2e").glob(f"*/test_{n}*.py")
         }
     )
-    hubs = [
-        rel for rel in (layout.OFFLINE_HUB, layout.ONLINE_HUB) if any(f"{n}/" in index.text(rel) for n in names)
-    ]
+    hubs = [rel for rel in (layout.OFFLINE_HUB, layout.ONLINE_HUB) if any(f"{n}/" in index.text(rel) for n in names)]
 
     def status(found: list, expected: int) -> str:
         return PRESENT if len(found) >= expected else MISSING if not found else INCONSISTENT
