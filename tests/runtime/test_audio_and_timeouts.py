@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import time
+import traceback
 
 import numpy as np
 import pytest
@@ -55,3 +57,26 @@ def test_deadline_quiet_when_fast():
     with deadline(1.0, "fast"):
         time.sleep(0.01)
     time.sleep(1.2)  # nothing fires afterwards
+
+
+def test_deadline_interrupts_a_blocking_sleep_with_its_stack():
+    t = time.time()
+    with pytest.raises(CheckTimeout) as info:
+        with deadline(0.3, "sleep", grace=0.5):
+            time.sleep(1e6)
+    assert time.time() - t < 3
+    assert "time.sleep(1e6)" in info.value.stack  # the stuck call, taken while it was stuck
+    assert "time.sleep(1e6)" in "".join(traceback.format_tb(info.value.__traceback__))
+
+
+def test_deadline_hands_foreign_alarms_to_the_previous_handler():
+    seen = []
+    previous = signal.signal(signal.SIGALRM, lambda *_: seen.append("alarm"))
+    try:
+        with deadline(5.0, "quiet"):
+            signal.setitimer(signal.ITIMER_REAL, 0.05)  # e.g. pytest-timeout's own alarm
+            time.sleep(0.3)
+        assert seen == ["alarm"]
+        assert signal.getsignal(signal.SIGALRM) is not None and signal.getsignal(signal.SIGALRM) != signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGALRM, previous)
