@@ -8,6 +8,7 @@ release, from :mod:`omnitts.knowledge.pairing`), not one traceback per check. Pr
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 RUNTIME = ("torch", "numpy")  # the harness and every check
@@ -16,6 +17,8 @@ RUNTIME_EXTRA = "pip install 'omnitts[runtime]'"
 
 
 def installed(module: str) -> bool:
+    if module in sys.modules and sys.modules[module] is None:  # blocked (import raises ImportError)
+        return False
     try:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):  # a broken parent package, or a module without a spec
