@@ -26,7 +26,9 @@ package_data["omnitts.templates"] = ["**/*"]
 
 def _pairing():
     """knowledge/pairing.py, read without importing omnitts (not installed yet while it builds)."""
-    spec = importlib.util.spec_from_file_location("_omnitts_pairing", Path(__file__).parent / "knowledge" / "pairing.py")
+    spec = importlib.util.spec_from_file_location(
+        "_omnitts_pairing", Path(__file__).parent / "knowledge" / "pairing.py"
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)

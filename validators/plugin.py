@@ -193,7 +193,14 @@ class _Collector:
             return
         rec = self.state.records.setdefault(
             report.nodeid,
-            {"check": tag["check"], "model": tag["model"], "outcome": "passed", "metrics": {}, "extra": {}, "message": ""},
+            {
+                "check": tag["check"],
+                "model": tag["model"],
+                "outcome": "passed",
+                "metrics": {},
+                "extra": {},
+                "message": "",
+            },
         )
         rec["metrics"].update(metrics)
         rec["extra"].update(extra)

@@ -113,7 +113,9 @@ class ModelContext:
         if isinstance(res, BaseException):
             if key in self._reported:  # one full report per failed scenario; later checks point to it
                 first = str(res).strip().splitlines()[0] if str(res).strip() else type(res).__name__
-                raise_failure(CheckFailure(f"not run: scenario {key!r} failed in an earlier check ({first[:200]})"), key)
+                raise_failure(
+                    CheckFailure(f"not run: scenario {key!r} failed in an earlier check ({first[:200]})"), key
+                )
             self._reported.add(key)
             raise_failure(res, f"scenario {key!r}")
         return res

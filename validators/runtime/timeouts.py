@@ -109,7 +109,9 @@ def deadline(seconds: float | None, what: str = "check", grace: float = 2.0, kil
                 dl.interrupting = True
                 signal.pthread_kill(target, SIGNAL)
             else:
-                exc = type("CheckTimeout", (CheckTimeout,), {"__init__": lambda s: CheckTimeout.__init__(s, dl.message)})
+                exc = type(
+                    "CheckTimeout", (CheckTimeout,), {"__init__": lambda s: CheckTimeout.__init__(s, dl.message)}
+                )
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target), ctypes.py_object(exc))
 
     if outermost and kill_after > 0:
