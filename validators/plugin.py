@@ -233,7 +233,7 @@ def _aggregate(records: dict[str, dict]) -> dict[str, dict]:
     return per_model
 
 
-def _memory_growth(per_model: dict[str, dict], threshold_mb: float = 64.0) -> list[str]:
+def _memory_growth(per_model: dict[str, dict], threshold_mb: float = 128.0) -> list[str]:
     """Checks over which the model process grew by more than ``threshold_mb`` (resident set, or CUDA memory)."""
     lines = []
     for model, info in sorted(per_model.items()):

@@ -114,8 +114,13 @@ def deadline(seconds: float | None, what: str = "check", grace: float = 2.0, kil
                 )
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target), ctypes.py_object(exc))
 
-    if outermost and kill_after > 0:
-        faulthandler.dump_traceback_later(seconds + grace + kill_after, exit=True, file=sys.__stderr__)
+    armed = False
+    if outermost and kill_after > 0 and sys.__stderr__ is not None:
+        try:
+            faulthandler.dump_traceback_later(seconds + grace + kill_after, exit=True, file=sys.__stderr__)
+            armed = True
+        except (ValueError, RuntimeError, OSError, AttributeError):  # no usable stderr: no last resort
+            pass
     t = threading.Thread(target=watchdog, name=f"omnitts-deadline-{what}", daemon=True)
     t.start()
     try:
@@ -129,7 +134,7 @@ def deadline(seconds: float | None, what: str = "check", grace: float = 2.0, kil
             dl.done.set()
             dl.interrupting = False  # a signal still pending from a hard stop that lost the race does nothing
         t.join()
-        if outermost and kill_after > 0:
+        if armed:
             faulthandler.cancel_dump_traceback_later()
         stack.remove(dl)
         if in_main:
