@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import time
 import traceback
 
@@ -80,3 +82,19 @@ def test_deadline_hands_foreign_alarms_to_the_previous_handler():
         assert signal.getsignal(signal.SIGALRM) is not None and signal.getsignal(signal.SIGALRM) != signal.SIG_DFL
     finally:
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_last_resort_ends_a_process_that_cannot_be_interrupted():
+    """Off the main thread a blocking call gets no signal: faulthandler prints the stacks and ends the process."""
+    code = (
+        "import threading, time\n"
+        "from omnitts.validators.runtime.timeouts import deadline\n"
+        "def stuck_in_c():\n"
+        "    with deadline(0.3, 'thread', grace=0.2, kill_after=0.5):\n"
+        "        time.sleep(1e6)\n"
+        "t = threading.Thread(target=stuck_in_c); t.start(); t.join()\n"
+    )
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert time.time() - t0 < 30
+    assert proc.returncode != 0 and "stuck_in_c" in proc.stderr and "Timeout" in proc.stderr, proc.stderr
