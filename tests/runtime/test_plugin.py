@@ -268,3 +268,15 @@ def test_options_have_collision_free_spellings(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_vllm_extras_follow_the_pairing_table():
+    """Each release's extra installs the table's vLLM, and no extra installs a vLLM the table does not pair."""
+    from importlib.metadata import metadata
+
+    from omnitts.knowledge.pairing import PAIRINGS, vllm_requirement
+
+    requires = metadata("omnitts").get_all("Requires-Dist") or []
+    vllm_pins = {r.split(";")[0].strip(): r.split("extra ==")[-1].strip().strip("'\"") for r in requires if "vllm" in r}
+    expected = {vllm_requirement(r): "vllm-" + r.replace(".", "-") for r in PAIRINGS}
+    assert vllm_pins == expected
