@@ -58,7 +58,7 @@ def enclosing_tree(start: Path) -> Path | None:
 
 
 def default_out(omni_root: Path | None, cwd: Path) -> Path:
-    """./omnitts-out, unless that lies inside the tree under test: then the user cache, one folder per tree."""
+    """./omnitts-out, unless that lies inside a vLLM-Omni tree: then the user cache, one folder per tree."""
     local = cwd / "omnitts-out"
     if omni_root is None or not local.resolve().is_relative_to(omni_root.resolve()):
         return local
@@ -85,7 +85,7 @@ def pytest_args(ns: argparse.Namespace, passthrough: list[str], cwd: Path) -> li
     if not models and not ns.list_models:
         where = f" (a model package under {root}/vllm_omni/model_executor/models)" if root else ""
         raise SystemExit(f"omnitts-validate: which model? pass --model NAME{where}; --help for more")
-    out = Path(ns.out).resolve() if ns.out else default_out(root, cwd)
+    out = Path(ns.out).resolve() if ns.out else default_out(root or enclosing_tree(cwd), cwd)
     args = [
         "-c", os.devnull,  # no ini file of the tree or of the current dir applies
         "--rootdir", str(cwd),  # test ids relative to the checks folder, not ../../site-packages/... paths

@@ -148,6 +148,10 @@ def test_omnitts_validate_in_a_tree_defaults_to_it_and_writes_outside(tmp_path, 
     out = Path(args[args.index("--omnitts-out") + 1])
     assert not out.is_relative_to(tree) and out.is_relative_to(tmp_path / "cache")
     assert args[-1] == "-x"  # pytest options pass through
+    # a reference model, run from inside the tree: no --omni-root, results still outside the tree
+    ns, rest = validate._parser().parse_known_args(["--model", "ref_two_stage"])
+    args = validate.pytest_args(ns, rest, tree / "vllm_omni")
+    assert "--omnitts-omni-root" not in args and not Path(args[args.index("--omnitts-out") + 1]).is_relative_to(tree)
     # outside any tree: ./omnitts-out, and no tree
     ns, rest = validate._parser().parse_known_args(["--model", "ref_two_stage"])
     args = validate.pytest_args(ns, rest, tmp_path)
