@@ -10,8 +10,9 @@ from __future__ import annotations
 import ast
 import re
 
-from omnitts.validators.static.index import Ctx, dotted, walk
-from omnitts.validators.static.rule import Invalid, Report, Rule, Valid, register
+from omnitts.validators.static.hooks import extra_hot, is_stage_processor
+from omnitts.validators.static.index import FUNC_TYPES, Ctx, dotted, iter_stmts, walk
+from omnitts.validators.static.rule import CODE, MODEL, Invalid, Report, Rule, Valid, register
 from omnitts.validators.static.source import SourceFile
 from omnitts.validators.static.tensors import (
     DEV,
@@ -33,14 +34,25 @@ NEEDLES = (
     "def compute_logits",
     "def preprocess",
     "def postprocess",
+    "postprocess(",
     "def sample",
+    "def talker_mtp",
+    "_async_chunk(",
 )
+# Calls that only log: their arguments are evaluated every time the statement runs, whatever the
+# log level (`logger.debug("%s", t.item())` syncs even with debug logging off).
+_LOG_CALL = re.compile(r"(^|\.)(logger|logging|log|_logger|LOGGER)\.(debug|info|log)$|^print$")
+_LOG_HELPER = re.compile(r"^_?(warn|log)")
+_REDUCE = ("any", "all")
+_DEVICE_ARG = re.compile(r"device|cuda|dev\b|\bdev$")
 
 
 class _SyncWalker(FlowWalker):
     cold_fast = True
 
-    def __init__(self, src: SourceFile, fn, hot: bool, out: dict[str, dict[int, Report]], params: dict) -> None:
+    def __init__(
+        self, src: SourceFile, fn, hot: bool, out: dict[str, dict[int, Report]], params: dict, per_request: bool
+    ) -> None:
         super().__init__(src.index, fn.node, src.index.class_of(fn), hot, params.get(fn.qualname), fn, src.lines)
         self.info = fn
         self.params = params
@@ -48,13 +60,67 @@ class _SyncWalker(FlowWalker):
         self.out = out
         self.consumed: set[int] = set()
         self.src = src
+        self.per_request = per_request  # hot because the runner calls it per request (hooks.py)
+        # A stage-input processor must hand the next stage host tensors: copies that build the
+        # returned payload are the transfer itself, not a per-step sync to remove.
+        self.payload: set[int] = _payload_nodes(fn.node) if is_stage_processor(src.rel) else set()
 
     def _where(self, ctx: Ctx) -> str:
+        if self.hot_body and self.per_request and ctx.loops <= 1:
+            return f"in `{self.qual}`, which the runner calls for every request on every step"
         return (
             f"in a per-step loop of `{self.qual}`"
             if not self.hot_body
             else f"in `{self.qual}`, which runs inside a per-step loop"
         )
+
+    # --- per-step code outside loops: only what is clearly wasted per step -----------------------
+    def _exprs(self, stmt: ast.stmt, env: dict[str, str], ctx: Ctx) -> None:
+        if not self.silent and ctx.loops == 0 and not ctx.guarded and not ctx.error_path:
+            call = stmt.value if isinstance(stmt, ast.Expr) else None
+            if isinstance(call, ast.Call) and _LOG_CALL.search(dotted(call.func)):
+                self._log_reads(call, env)
+        super()._exprs(stmt, env, ctx)
+
+    def _stmt(self, stmt: ast.stmt, env: dict[str, str], ctx: Ctx) -> dict[str, str]:
+        if (
+            isinstance(stmt, ast.If)
+            and not self.silent
+            and ctx.loops == 0
+            and not ctx.guarded
+            and not ctx.error_path
+            and _log_only(stmt.body)
+            and not stmt.orelse
+        ):
+            for part in _conjuncts(stmt.test):
+                if self.eval.kind(env, _unnot(part)) == DEV:
+                    self._add(
+                        I3_FLOW,
+                        part,
+                        f"`{_short(self.src, part)}` is read back from the device on every step of "
+                        f"`{self.qual}` only to decide whether to log: a sync per step for a log line",
+                    )
+                    self.consumed.add(id(part))
+        return super()._stmt(stmt, env, ctx)
+
+    def _log_reads(self, call: ast.Call, env: dict[str, str]) -> None:
+        """Per-step logging whose arguments read tensor values (`.item()`, `.tolist()`, `.cpu()`)."""
+        for arg in [*call.args, *(k.value for k in call.keywords)]:
+            for n in walk(arg):
+                if (
+                    isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Attribute)
+                    and n.func.attr in ("item", "tolist", "cpu")
+                    and not n.args
+                    and self.eval.kind(env, n.func.value) not in HOST_KINDS
+                ):
+                    self._add(
+                        I3_ITEM if n.func.attr == "item" else I3_COPY,
+                        n,
+                        f"`{_short(self.src, n)}` in a log call of `{self.qual}` syncs on every step, "
+                        "whatever the log level (log host values, or guard the call)",
+                    )
+                    self.consumed.add(id(n))
 
     def _add(self, rule: str, node: ast.AST, message: str, fix=None) -> None:
         self.out[rule].setdefault(id(node), Rule.at(node, message, fix))
@@ -99,6 +165,8 @@ class _SyncWalker(FlowWalker):
                         node,
                         f"`{_short(self.src, node)}` {self._where(ctx)} forces a GPU->CPU sync per iteration",
                     )
+            elif id(node) in self.payload:
+                return
             elif m in ("cpu", "tolist") and not node.args:
                 if kind(env, recv) not in HOST_KINDS:
                     self._add(I3_COPY, node, f"`.{m}()` {self._where(ctx)} copies device->host (a sync) per iteration")
@@ -115,7 +183,7 @@ class _SyncWalker(FlowWalker):
             and len(node.args) == 1
             and not node.keywords
         ):
-            if kind(env, node.args[0]) == DEV:
+            if kind(env, node.args[0]) == DEV or _tensor_compare(node.args[0], env, kind):
                 self._add(
                     I3_CAST,
                     node,
@@ -135,7 +203,25 @@ class _SyncWalker(FlowWalker):
             slot[name] = join(slot[name], k) if name in slot else k
 
     def on_test(self, test: ast.AST, env: dict[str, str], ctx: Ctx) -> None:
-        if self._hot(ctx, False) and id(test) not in self.consumed and self.eval.kind(env, test) == DEV:
+        if id(test) in self.consumed:
+            return
+        if (
+            not self._hot(ctx, False)
+            and not ctx.guarded
+            and not ctx.error_path
+            and _is_reduction(test)
+            and self.eval.kind(env, _unnot(test)) == DEV
+        ):
+            # `if mask.any():` in a per-step hook: a data-dependent branch, one sync per step (and a
+            # CUDA-graph breaker) where torch.where/masking computes both sides on the device.
+            self._add(
+                I3_FLOW,
+                test,
+                f"Python branches on tensor value `{_short(self.src, test)}` once per step in `{self.qual}`: "
+                "evaluating it syncs; compute both sides and select with torch.where/masking",
+            )
+            return
+        if self._hot(ctx, False) and self.eval.kind(env, test) == DEV:
             self._add(
                 I3_FLOW,
                 test,
@@ -144,7 +230,136 @@ class _SyncWalker(FlowWalker):
             )
 
 
-_HAS_LOOP = re.compile(r"\bfor\b|\bwhile\b")
+# Functions worth walking: a loop, or per-step code the walker checks outside loops (log calls,
+# branches on reductions).
+_PER_STEP_WORK = re.compile(r"\bfor\b|\bwhile\b|log\w*\.|print\(|\.any\(\)|\.all\(\)")
+
+
+def _conjuncts(test: ast.AST) -> list[ast.AST]:
+    """The operands of nested `and`/`or` chains (each is evaluated for its truth value)."""
+    if isinstance(test, ast.BoolOp):
+        return [p for v in test.values for p in _conjuncts(v)]
+    return [test]
+
+
+def _unnot(test: ast.AST) -> ast.AST:
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    return test
+
+
+def _is_reduction(test: ast.AST) -> bool:
+    t = _unnot(test)
+    return isinstance(t, ast.Call) and isinstance(t.func, ast.Attribute) and t.func.attr in _REDUCE and not t.args
+
+
+def _log_only(body: list[ast.stmt]) -> bool:
+    """A branch that only logs or warns (a logging call or a `_warn*`/`_log*` helper)."""
+    for s in body:
+        if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)):
+            return False
+        name = dotted(s.value.func)
+        if not (_LOG_CALL.search(name) or _ANOMALY_LOG_NAME.search(name) or _LOG_HELPER.match(name.split(".")[-1])):
+            return False
+    return bool(body)
+
+
+_ANOMALY_LOG_NAME = re.compile(
+    r"(^|\.)(logger|logging|log|_logger|LOGGER)\.(warning|warning_once|warn)$|warnings\.warn$"
+)
+
+
+def _tensor_compare(node: ast.AST, env, kind) -> bool:
+    """`a[0, 1] > a[0, 0]`: a comparison of multi-dimensionally indexed values (tensors or arrays,
+    not Python lists) whose kind is not known to be on the host."""
+    if not isinstance(node, ast.Compare) or len(node.ops) != 1:
+        return False
+    sides = [node.left, *node.comparators]
+    return all(
+        isinstance(s, ast.Subscript) and isinstance(s.slice, ast.Tuple) and kind(env, s.value) not in HOST_KINDS
+        for s in sides
+    ) and not any(kind(env, s.value) == "nd" for s in sides)
+
+
+def _payload_nodes(fn: ast.AST) -> set[int]:
+    """Nodes that build what a stage-input processor returns: dict displays, returned values and
+    `payload[key] = ...` stores into a local dict."""
+    out: set[int] = set()
+    for n in walk(fn):
+        roots = []
+        if isinstance(n, ast.Dict | ast.Return):
+            roots = [n]
+        elif isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name | ast.Subscript) for t in n.targets
+        ):
+            roots = [n.value]
+        for r in roots:
+            out.update(id(x) for x in walk(r))
+    return out
+
+
+def _round_trips(src: SourceFile, fns) -> list[Report]:
+    """Per-step device->host->device round trips: `x_cpu = t.cpu()` (or `.to("cpu")`) later moved
+    back with `.to(<device>)`/`.cuda()` in the same per-step function. The host work in between is
+    one full copy each way per step; it belongs on the device."""
+    out = []
+    for fn, _hot in fns:
+        text = src.node_text(fn.node)
+        if ".cpu()" not in text and 'cpu"' not in text and "cpu'" not in text:
+            continue
+        copies: dict[str, ast.Call] = {}
+        for stmt, ctx in iter_stmts(fn.node.body):
+            if isinstance(stmt, FUNC_TYPES) or ctx.guarded:
+                continue
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                d2h = _d2h_call(stmt.value)
+                if d2h is not None:
+                    copies[stmt.targets[0].id] = d2h
+                    continue
+            if not copies:
+                continue
+            for n in walk(stmt):
+                if (
+                    isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Attribute)
+                    and isinstance(n.func.value, ast.Name)
+                    and n.func.value.id in copies
+                    and (n.func.attr == "cuda" or (n.func.attr == "to" and _to_device(n)))
+                ):
+                    d2h = copies.pop(n.func.value.id)
+                    out.append(
+                        Rule.at(
+                            d2h,
+                            f"`{_short(src, d2h)}` in `{fn.qualname}` copies a device tensor to the host and "
+                            f"line {n.lineno} moves it back: two full copies and a sync every step; "
+                            "do the work on the device",
+                        )
+                    )
+    return out
+
+
+def _d2h_call(value: ast.AST) -> ast.Call | None:
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        if value.func.attr == "cpu" and not value.args:
+            return value
+        if value.func.attr == "to" and any(
+            _is_cpu_literal(a) for a in [*value.args, *(k.value for k in value.keywords)]
+        ):
+            return value
+    return None
+
+
+def _to_device(call: ast.Call) -> bool:
+    for a in [*call.args, *(k.value for k in call.keywords if k.arg == "device")]:
+        if _is_cpu_literal(a):
+            return False
+        if isinstance(a, ast.Attribute) and a.attr == "device":
+            return True
+        if isinstance(a, ast.Name) and _DEVICE_ARG.search(a.id):
+            return True
+        if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("cuda"):
+            return True
+    return False
 
 
 def _is_item(node: ast.AST) -> bool:
@@ -166,17 +381,23 @@ def analyze(src: SourceFile) -> dict[str, list[Report]]:
     if cached is None:
         out: dict[str, dict[int, Report]] = {r: {} for r in (I3_ITEM, I3_COPY, I3_CAST, I3_FILL, I3_FLOW)}
         params: dict[str, dict[str, str]] = {}
-        fns = list(per_step_functions(src.index))
+        step_extra, hot_extra = extra_hot(src)
+        fns = list(per_step_functions(src.index, (step_extra, hot_extra)))
         # Only functions with a hot region need the walk; callers are walked when a callee is, so
         # that call-site argument kinds reach it (callers come first in the order).
-        need = {fn.qualname for fn, hot in fns if hot or _HAS_LOOP.search(src.node_text(fn.node))}
+        need = {fn.qualname for fn, hot in fns if hot or _PER_STEP_WORK.search(src.node_text(fn.node))}
         for fn, _hot in reversed(fns):
             if fn.qualname not in need and any(t.qualname in need for t, _l, _g in src.index.callees(fn)):
                 need.add(fn.qualname)
         for fn, hot in fns:
             if fn.qualname in need:
-                _SyncWalker(src, fn, hot, out, params).run()
-        cached = {r: sorted(v.values(), key=lambda rep: (rep.line, rep.col)) for r, v in out.items()}
+                _SyncWalker(src, fn, hot, out, params, fn.qualname in hot_extra).run()
+        for rep in _round_trips(src, fns):
+            out[I3_COPY].setdefault((rep.line, rep.col), rep)
+        cached = {
+            r: sorted({(rep.line, rep.col): rep for rep in v.values()}.values(), key=lambda rep: (rep.line, rep.col))
+            for r, v in out.items()
+        }
         src.__dict__["_i3"] = cached
     return cached
 
@@ -184,6 +405,7 @@ def analyze(src: SourceFile) -> dict[str, list[Report]]:
 class _I3Rule(Rule):
     invariant = "I3"
     severity = "error"
+    kinds = frozenset({MODEL, CODE})  # CODE: stage-input processors (hooks.py)
     needles = NEEDLES
 
     def check(self, src: SourceFile):

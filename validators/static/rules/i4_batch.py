@@ -209,6 +209,19 @@ def _output_exprs(fn: ast.AST) -> list[ast.AST]:
     return out
 
 
+def _root_name(target: ast.AST) -> str | None:
+    """`mm` for `mm`, `mm["a"]["b"]`, `mm.setdefault("a", {})["b"]`, `mm.x`."""
+    while True:
+        if isinstance(target, ast.Name):
+            return target.id
+        if isinstance(target, ast.Subscript | ast.Attribute):
+            target = target.value
+        elif isinstance(target, ast.Call) and isinstance(target.func, ast.Attribute):
+            target = target.func.value
+        else:
+            return None
+
+
 @register
 class NoLastWinsOutput(Rule):
     """A batched output hook that assigns a value inside the per-request loop and emits it after
@@ -266,7 +279,9 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
             late = [n for n in own_nodes(fn.node) if isinstance(n, ast.Assign)]
             for _ in range(2):
                 for n in late:
-                    if any(isinstance(t, ast.Name) and t.id in emitted for t in n.targets):
+                    # `outputs = ...` and stores into an emitted container (`mm["codes"]["ref"] = [x]`,
+                    # `mm.setdefault("codes", {})["ref"] = [x]`) both feed what is emitted.
+                    if any(_root_name(t) in emitted for t in n.targets):
                         emitted |= _names_in(n.value)
             for loop in loops:
                 loop_end = loop.end_lineno or loop.lineno
@@ -299,6 +314,7 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
                         if n.lineno > loop_end
                         and name in _names_in(n.value)
                         and not any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+                        and any(_root_name(t) in emitted for t in n.targets)
                     ]
                     used_after.sort(key=lambda e: e.lineno)
                     if later or not used_after:
