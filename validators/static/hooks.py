@@ -4,8 +4,11 @@ module index sees: the per-request hooks and the helpers they reach.
 - `postprocess` (and `<stage>_postprocess` helpers it dispatches to) runs once for every scheduled
   request after every forward: its whole body is per request per step.
 - `talker_mtp` runs once per decode step (the runner's MTP hook).
-- Stage-input processors' `*_async_chunk` functions run for every request on every step of the
-  producing stage (the async-chunk connector calls them per emitted step).
+
+Not here: stage-input processors' `*_async_chunk` functions. They run per request per step too, but
+in the scheduler process on the runner's pooler output, which reached it serialized on the host
+(gpu_ar_model_runner copies the multimodal outputs to the CPU once per step): their `.cpu()`,
+`.tolist()` and `.item()` calls are host work (the corpus keeps two of them as look-alikes).
 
 The closure over in-file callees is computed once per file with the index's call graph (no
 re-parsing), so it stays linear in the number of calls.
@@ -19,23 +22,11 @@ from omnitts.validators.static.index import ModuleIndex
 
 PER_REQUEST_HOOK = re.compile(r"^(?:\w+_)?postprocess$")
 PER_STEP_HOOKS = frozenset({"talker_mtp"})
-ASYNC_CHUNK = re.compile(r"_async_chunk$")
-STAGE_PROCESSORS = "stage_input_processors/"
 
 
-def is_stage_processor(rel: str) -> bool:
-    return STAGE_PROCESSORS in rel.replace("\\", "/")
-
-
-def per_request_entries(index: ModuleIndex, rel: str) -> set[str]:
+def per_request_entries(index: ModuleIndex) -> set[str]:
     """Qualnames whose whole body runs per request per step (the hooks themselves)."""
-    out = set()
-    for fn in index.functions.values():
-        if fn.cls is not None and PER_REQUEST_HOOK.match(fn.name):
-            out.add(fn.qualname)
-        elif fn.cls is None and is_stage_processor(rel) and ASYNC_CHUNK.search(fn.name):
-            out.add(fn.qualname)
-    return out
+    return {fn.qualname for fn in index.functions.values() if fn.cls is not None and PER_REQUEST_HOOK.match(fn.name)}
 
 
 def per_step_entries(index: ModuleIndex) -> set[str]:
@@ -63,7 +54,7 @@ def extra_hot(src) -> tuple[set[str], set[str]]:
     cached = src.__dict__.get("_hooks")
     if cached is None:
         index = src.index
-        hot = closure(index, per_request_entries(index, src.rel))
+        hot = closure(index, per_request_entries(index))
         step = closure(index, per_step_entries(index)) | hot
         cached = (step, hot)
         src.__dict__["_hooks"] = cached

@@ -34,6 +34,9 @@ INFO_NAMES = frozenset(
     """runtime_additional_information model_intermediate_buffer additional_information info_dict info infos
     req_infos req_info runtime_info runtime_infos request_info request_infos info_dicts meta metadata""".split()
 )
+SAMPLING_TENSORS = frozenset(
+    "temperature top_p top_k min_p frequency_penalties presence_penalties repetition_penalties".split()
+)
 DICT_METHODS = frozenset("get pop setdefault items values keys copy".split())
 TENSOR_KINDS = frozenset({DEV, CPU})
 
@@ -210,6 +213,8 @@ class KindEval:
                 return self.self_attr_kind(attr)
             if self.kind(env, node.value) == INFO:
                 return INFO  # a field of a payload struct (to_struct(info).meta.x)
+            if node.attr in SAMPLING_TENSORS and dotted(node.value).endswith("sampling_metadata"):
+                return DEV  # vLLM's SamplingMetadata keeps its per-request parameters on the device
             return name_hint(node.attr) or UNK
         if isinstance(node, ast.Subscript):
             base = self.kind(env, node.value)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomllib
 
 PKG = "vllm_omni"
 # Tree layout read by tree-scope rules (kept here so that a warm, cached run imports no rule module).

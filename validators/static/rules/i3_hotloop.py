@@ -10,9 +10,9 @@ from __future__ import annotations
 import ast
 import re
 
-from omnitts.validators.static.hooks import extra_hot, is_stage_processor
+from omnitts.validators.static.hooks import extra_hot
 from omnitts.validators.static.index import FUNC_TYPES, Ctx, dotted, iter_stmts, walk
-from omnitts.validators.static.rule import CODE, MODEL, Invalid, Report, Rule, Valid, register
+from omnitts.validators.static.rule import Invalid, Report, Rule, Valid, register
 from omnitts.validators.static.source import SourceFile
 from omnitts.validators.static.tensors import (
     DEV,
@@ -37,13 +37,14 @@ NEEDLES = (
     "postprocess(",
     "def sample",
     "def talker_mtp",
-    "_async_chunk(",
 )
 # Calls that only log: their arguments are evaluated every time the statement runs, whatever the
 # log level (`logger.debug("%s", t.item())` syncs even with debug logging off).
 _LOG_CALL = re.compile(r"(^|\.)(logger|logging|log|_logger|LOGGER)\.(debug|info|log)$|^print$")
 _LOG_HELPER = re.compile(r"^_?(warn|log)")
 _REDUCE = ("any", "all")
+# Runner hooks that run on every step (preprocess is left out: it mixes prefill-only work in).
+STEP_HOOKS = frozenset({"forward", "make_omni_output", "compute_logits", "sample", "postprocess", "talker_mtp"})
 _DEVICE_ARG = re.compile(r"device|cuda|dev\b|\bdev$")
 
 
@@ -61,9 +62,9 @@ class _SyncWalker(FlowWalker):
         self.consumed: set[int] = set()
         self.src = src
         self.per_request = per_request  # hot because the runner calls it per request (hooks.py)
-        # A stage-input processor must hand the next stage host tensors: copies that build the
-        # returned payload are the transfer itself, not a per-step sync to remove.
-        self.payload: set[int] = _payload_nodes(fn.node) if is_stage_processor(src.rel) else set()
+        # The once-per-step checks (log reads, log-only branches, reductions) apply to the step hooks
+        # themselves and to hot code; helpers reached from them may run at prefill only.
+        self.step_hook = hot or fn.name in STEP_HOOKS
 
     def _where(self, ctx: Ctx) -> str:
         if self.hot_body and self.per_request and ctx.loops <= 1:
@@ -76,7 +77,7 @@ class _SyncWalker(FlowWalker):
 
     # --- per-step code outside loops: only what is clearly wasted per step -----------------------
     def _exprs(self, stmt: ast.stmt, env: dict[str, str], ctx: Ctx) -> None:
-        if not self.silent and ctx.loops == 0 and not ctx.guarded and not ctx.error_path:
+        if self.step_hook and not self.silent and ctx.loops == 0 and not ctx.guarded and not ctx.error_path:
             call = stmt.value if isinstance(stmt, ast.Expr) else None
             if isinstance(call, ast.Call) and _LOG_CALL.search(dotted(call.func)):
                 self._log_reads(call, env)
@@ -85,6 +86,7 @@ class _SyncWalker(FlowWalker):
     def _stmt(self, stmt: ast.stmt, env: dict[str, str], ctx: Ctx) -> dict[str, str]:
         if (
             isinstance(stmt, ast.If)
+            and self.step_hook
             and not self.silent
             and ctx.loops == 0
             and not ctx.guarded
@@ -165,8 +167,6 @@ class _SyncWalker(FlowWalker):
                         node,
                         f"`{_short(self.src, node)}` {self._where(ctx)} forces a GPU->CPU sync per iteration",
                     )
-            elif id(node) in self.payload:
-                return
             elif m in ("cpu", "tolist") and not node.args:
                 if kind(env, recv) not in HOST_KINDS:
                     self._add(I3_COPY, node, f"`.{m}()` {self._where(ctx)} copies device->host (a sync) per iteration")
@@ -206,7 +206,8 @@ class _SyncWalker(FlowWalker):
         if id(test) in self.consumed:
             return
         if (
-            not self._hot(ctx, False)
+            self.step_hook
+            and not self._hot(ctx, False)
             and not ctx.guarded
             and not ctx.error_path
             and _is_reduction(test)
@@ -281,29 +282,14 @@ def _tensor_compare(node: ast.AST, env, kind) -> bool:
     ) and not any(kind(env, s.value) == "nd" for s in sides)
 
 
-def _payload_nodes(fn: ast.AST) -> set[int]:
-    """Nodes that build what a stage-input processor returns: dict displays, returned values and
-    `payload[key] = ...` stores into a local dict."""
-    out: set[int] = set()
-    for n in walk(fn):
-        roots = []
-        if isinstance(n, ast.Dict | ast.Return):
-            roots = [n]
-        elif isinstance(n, ast.Assign) and any(
-            isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name | ast.Subscript) for t in n.targets
-        ):
-            roots = [n.value]
-        for r in roots:
-            out.update(id(x) for x in walk(r))
-    return out
-
-
 def _round_trips(src: SourceFile, fns) -> list[Report]:
     """Per-step device->host->device round trips: `x_cpu = t.cpu()` (or `.to("cpu")`) later moved
     back with `.to(<device>)`/`.cuda()` in the same per-step function. The host work in between is
     one full copy each way per step; it belongs on the device."""
     out = []
-    for fn, _hot in fns:
+    for fn, hot in fns:
+        if not hot and fn.name not in STEP_HOOKS:
+            continue
         text = src.node_text(fn.node)
         if ".cpu()" not in text and 'cpu"' not in text and "cpu'" not in text:
             continue
@@ -405,7 +391,6 @@ def analyze(src: SourceFile) -> dict[str, list[Report]]:
 class _I3Rule(Rule):
     invariant = "I3"
     severity = "error"
-    kinds = frozenset({MODEL, CODE})  # CODE: stage-input processors (hooks.py)
     needles = NEEDLES
 
     def check(self, src: SourceFile):

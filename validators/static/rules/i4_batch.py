@@ -300,10 +300,10 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
                     later = [
                         n
                         for n in own_nodes(fn.node)
-                        if isinstance(n, ast.Assign | ast.AugAssign)
+                        if isinstance(n, ast.Assign | ast.AugAssign | ast.For)
                         and getattr(n, "lineno", 0) > loop_end
                         and any(
-                            isinstance(t, ast.Name) and t.id == name
+                            name in _names_in(t) if isinstance(n, ast.For) else isinstance(t, ast.Name) and t.id == name
                             for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
                         )
                     ]
