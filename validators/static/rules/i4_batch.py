@@ -4,6 +4,7 @@ per-request loop; what a `max_num_seqs>1` smoke test would catch, found before i
 from __future__ import annotations
 
 import ast
+import re
 
 from omnitts.validators.static.batch import (
     BATCH_HOOKS,
@@ -209,6 +210,15 @@ def _output_exprs(fn: ast.AST) -> list[ast.AST]:
     return out
 
 
+_META_NAME = re.compile(r"(^|_)(device|dtype|dev)$")
+
+
+def _metadata(name: str, assign: ast.AST) -> bool:
+    """A device/dtype picked from one request (`dev = codes.device`): the same for the whole batch."""
+    value = getattr(assign, "value", None)
+    return bool(_META_NAME.search(name)) or (isinstance(value, ast.Attribute) and value.attr in ("device", "dtype"))
+
+
 def _root_name(target: ast.AST) -> str | None:
     """`mm` for `mm`, `mm["a"]["b"]`, `mm.setdefault("a", {})["b"]`, `mm.x`."""
     while True:
@@ -293,8 +303,8 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
                                 if isinstance(x, ast.Name):
                                     assigned.setdefault(x.id, n)
                 loop_vars = _names_in(loop.target)
-                for name, _node in assigned.items():
-                    if name not in emitted or name in loop_vars or name.startswith("_"):
+                for name, node in assigned.items():
+                    if name not in emitted or name in loop_vars or name.startswith("_") or _metadata(name, node):
                         continue
                     # Reassigned after the loop (e.g. the batch result) -> not last-wins.
                     later = [
@@ -303,7 +313,9 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
                         if isinstance(n, ast.Assign | ast.AugAssign | ast.For)
                         and getattr(n, "lineno", 0) > loop_end
                         and any(
-                            name in _names_in(t) if isinstance(n, ast.For) else isinstance(t, ast.Name) and t.id == name
+                            name in _names_in(t)
+                            if isinstance(n, ast.For) or isinstance(t, ast.Tuple | ast.List)
+                            else isinstance(t, ast.Name) and t.id == name
                             for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
                         )
                     ]
