@@ -233,6 +233,21 @@ def _handles_list(nodes: list[ast.AST], names: set[str]) -> bool:
     return False
 
 
+# The serving layer consumes engine outputs too (streaming chat audio: the last chunk of a list).
+_SERVE = """
+import torch
+
+
+def stream_audio(res, stream):
+    audio = res.outputs[0].multimodal_output.get("audio")
+    if stream:
+        last = {pick}
+    else:
+        last = torch.cat(audio, dim=-1) if isinstance(audio, list) else audio
+    return last.float().cpu().numpy()
+"""
+
+
 @register
 class HandleListForm(Rule):
     """A test, example or benchmark that uses a multimodal output value as a tensor (`.cpu()`,
@@ -267,6 +282,7 @@ print(audio.shape)"""),
             path=CONSUMER_PATH,
             note="a helper normalises it",
         ),
+        Valid(_SERVE.format(pick="audio[-1] if isinstance(audio, list) else audio"), path=SERVING_PATH),
     ]
     INVALID = [
         Invalid(
@@ -279,6 +295,7 @@ wav = audio.float().cpu().numpy()"""),
         Invalid(
             _ex("""wav = torch.cat(mm["audio"])"""), path=CONSUMER_PATH, line=9, message="consolidated Tensor breaks it"
         ),
+        Invalid(_SERVE.format(pick="audio[-1]"), path=SERVING_PATH, line=8, message="takes one chunk"),
     ]
 
     def check(self, src: SourceFile):

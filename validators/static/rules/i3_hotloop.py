@@ -410,6 +410,81 @@ class Talker(torch.nn.Module):
 """
 
 
+# A per-request hook: the runner calls postprocess for every scheduled request after every step.
+_POST = """
+import torch
+
+class Talker(torch.nn.Module):
+    def postprocess(self, hidden_states, **info):
+        # keep the last hidden state for the next step
+        last = {keep}
+        return {{"last_hidden": last}}
+"""
+
+_ROUND_TRIP = """
+import torch
+
+class Talker(torch.nn.Module):
+    def compute_logits(self, hidden_states, sampling_metadata=None):
+        logits = self.lm_head(hidden_states)
+        logits_cpu = logits.cpu()
+        logits_cpu[:, self.suppressed] = -1e9
+        logits = logits_cpu.to(logits.device)
+        return logits
+"""
+
+_QUEUE = """
+import torch
+
+class Talker(torch.nn.Module):
+    def compute_logits(self, hidden_states, sampling_metadata=None):
+        flags = []
+        for i, (rid, stop_logits) in enumerate(self._queue):
+            flags.append({read})
+        self._flags = flags
+        return self.lm_head(hidden_states)
+"""
+
+_WARN = """
+import torch
+
+class Talker(torch.nn.Module):
+    def compute_logits(self, hidden_states, sampling_metadata=None):
+        logits = self.lm_head(hidden_states)
+        if sampling_metadata is not None and ({test}):
+            self._warn_sampling(sampling_metadata)
+        return logits
+"""
+
+_MTP = """
+import torch
+
+class Talker(torch.nn.Module):
+    def talker_mtp(self, input_ids: torch.Tensor, embeds: torch.Tensor, codes: torch.Tensor):
+        mask = input_ids >= self.first_audio_id
+        {body}
+        return embeds
+
+    def forward(self, input_ids, positions, **kwargs):
+        return self.model(input_ids, positions)
+"""
+
+_STEP_LOG = """
+import logging
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+
+class Talker(torch.nn.Module):
+    def forward(self, input_ids, positions, **kwargs):
+        codes = self.head(input_ids).argmax(-1)
+{line}
+        return codes
+"""
+
+
 def _loop(body: str) -> str:
     return _LOOP.format(body="\n".join("            " + line for line in body.strip().splitlines()))
 
@@ -482,6 +557,16 @@ def offline_generate(model, ids):
 """,
             note="not reachable from a model hook",
         ),
+        Valid(_STEP_LOG.format(line='        logger.debug("batch of %d", codes.shape[0])'), note="shape metadata"),
+        Valid(
+            _STEP_LOG.format(
+                line=(
+                    "        if logger.isEnabledFor(logging.DEBUG):\n"
+                    '            logger.debug("first %d", codes[0].item())'
+                )
+            ),
+            note="debug-guarded",
+        ),
     ]
     INVALID = [
         Invalid(_loop("tok = self.lm_head(codes).argmax(-1)\nout.append(tok.item())"), line=10, message="`tok.item()`"),
@@ -502,6 +587,11 @@ class Code2Wav(torch.nn.Module):
 """,
             line=12,
             message="which runs inside a per-step loop",
+        ),
+        Invalid(
+            _STEP_LOG.format(line='        logger.debug("first code %d", codes[0].item())'),
+            line=12,
+            message="whatever the log level",
         ),
     ]
 
@@ -539,6 +629,13 @@ class Talker(torch.nn.Module):
             note="`.tolist()` of a CPU tensor is free",
         ),
         Valid(_loop("out.append(codes[step].to(torch.float32))")),
+        Valid(_POST.format(keep="hidden_states[-1].detach()"), note="the runner keeps it on the device"),
+        Valid(
+            _ROUND_TRIP.replace("logits_cpu = logits.cpu()", "mask = self.suppress_mask.to(logits.device)")
+            .replace("logits_cpu[:, self.suppressed] = -1e9", "logits = logits.masked_fill(mask, -1e9)")
+            .replace("logits = logits_cpu.to(logits.device)", "pass"),
+            note="the mask moves to the device once; no host copy of the logits",
+        ),
     ]
     INVALID = [
         Invalid(_loop("out.append(codes[step].tolist())"), line=9, message="`.tolist()`"),
@@ -547,6 +644,8 @@ class Talker(torch.nn.Module):
             line=10,
             message="`.cpu()`",
         ),
+        Invalid(_POST.format(keep='hidden_states[-1].detach().to("cpu")'), line=7, message="every request"),
+        Invalid(_ROUND_TRIP, line=7, message="moves it back"),
     ]
 
 
@@ -568,9 +667,26 @@ class HotScalarCast(_I3Rule):
     VALID = [
         Valid(_loop("out.append(int(codes.shape[0]) + step)")),
         Valid(_loop("lens = torch.tensor([3, 4])\nout.append(int(lens[0]))")),
+        Valid(
+            """
+import numpy as np
+import torch
+
+class Talker(torch.nn.Module):
+    def compute_logits(self, hidden_states, sampling_metadata=None):
+        stops = np.asarray(self._stop_table)
+        flags = [bool(stops[i, 1] > stops[i, 0]) for i in range(len(self._queue))]
+        self._flags = flags
+        return self.lm_head(hidden_states)
+""",
+            note="NumPy values",
+        ),
     ]
     INVALID = [
         Invalid(_loop("n = int(codes[step].sum())\nout.append(n)"), line=9, message="`int()` of a tensor"),
+        Invalid(
+            _QUEUE.format(read="bool(stop_logits[0, 1] > stop_logits[0, 0])"), line=8, message="`bool()` of a tensor"
+        ),
     ]
 
 
@@ -615,11 +731,22 @@ class HotTensorBranch(_I3Rule):
     VALID = [
         Valid(_loop("if codes.shape[0] > step:\n    out.append(codes[step])")),
         Valid(_loop("out.append(torch.where(codes[step] > 0, codes[step], 0))")),
+        Valid(_WARN.format(test="sampling_metadata.temperature is None"), note="no tensor value read"),
+        Valid(
+            _MTP.format(body="embeds = torch.where(mask.unsqueeze(-1), embeds + self.extra(codes), embeds)"),
+            note="both sides on the device",
+        ),
     ]
     INVALID = [
         Invalid(
             _loop("tok = codes[step]\nif (tok == 2).any():\n    break\nout.append(tok)"),
             line=10,
             message="branches on tensor",
+        ),
+        Invalid(_WARN.format(test="(sampling_metadata.temperature <= 0).any()"), line=7, message="only to decide"),
+        Invalid(
+            _MTP.format(body="if mask.any():\n            embeds = embeds + self.extra(codes)"),
+            line=7,
+            message="once per step",
         ),
     ]

@@ -257,6 +257,17 @@ for info in runtime_additional_information or []:
     outs.append(wav)
 return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})""")
         ),
+        Valid(
+            _m("""codes, refs, dev = [], [], None
+for info in runtime_additional_information or []:
+    codes.append(info["codes"])
+    refs.append(info.get("ref", torch.empty(0)))
+    dev = info["codes"].device
+mm = {"codes": {"audio": torch.cat(codes).to(dev)}}
+mm.setdefault("codes", {})["ref"] = refs
+return OmniOutput(text_hidden_states=None, multimodal_outputs=mm)"""),
+            note="one entry per request; the device is the batch's",
+        ),
     ]
     INVALID = [
         Invalid(
@@ -273,6 +284,19 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
 outs = [audio for _ in runtime_additional_information]
 return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})"""),
             line=11,
+            message="last request wins",
+        ),
+        Invalid(
+            _m("""codes, ref = [], None
+for info in runtime_additional_information or []:
+    codes.append(info["codes"])
+    if info.get("ref") is not None:
+        ref = info["ref"]
+mm = {"codes": {"audio": torch.cat(codes)}}
+if ref is not None:
+    mm.setdefault("codes", {})["ref"] = [ref]
+return OmniOutput(text_hidden_states=None, multimodal_outputs=mm)"""),
+            line=16,
             message="last request wins",
         ),
     ]
