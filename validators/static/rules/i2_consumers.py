@@ -146,7 +146,7 @@ def _ex(body: str) -> str:
 
 @register
 class NoTensorTruthiness(Rule):
-    """Truthiness of a multimodal output value in a test, example or benchmark: `mm.get("audio") or
+    """Truthiness of a multimodal output value in a test, example, benchmark or serving entrypoint: `mm.get("audio") or
     mm.get("model_outputs")`, `if audio:`, `not audio`, `assert audio`.
 
     Why: the value is a tensor (or a list of tensors); Python's truth test on a tensor with more
@@ -250,9 +250,10 @@ def stream_audio(res, stream):
 
 @register
 class HandleListForm(Rule):
-    """A test, example or benchmark that uses a multimodal output value as a tensor (`.cpu()`,
-    `.numpy()`, `.shape`, `torch.*`/`np.*`/`sf.write(...)`) without handling the list-of-chunks
-    form anywhere in the function.
+    """A test, example, benchmark or serving entrypoint (`vllm_omni/entrypoints/...`) that uses a
+    multimodal output value as a tensor (`.cpu()`, `.numpy()`, `.shape`, `torch.*`/`np.*`/
+    `sf.write(...)`) without handling the list-of-chunks form anywhere in the function, or that takes
+    one chunk (`audio[-1]`) on a path no `isinstance(audio, list)` check guards.
 
     Why: `multimodal_output[key]` is a `Tensor`, a `list[Tensor]` (pre-consolidation snapshot,
     streaming, and every 0.14-0.18 release for `audio`), an `np.ndarray` or a scalar. Code written

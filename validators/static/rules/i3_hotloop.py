@@ -498,7 +498,10 @@ class HotItem(_I3Rule):
     hot in its whole body. Not reported: one read outside the loops, code behind a run-once guard
     (`if self._x is None:`, `if key not in self._cache:`, CUDA-graph capture, debug-only branches),
     error paths, and tensors known to live on the CPU (`.cpu()` results, factories without
-    `device=`, names ending in `_cpu`).
+    `device=`, names ending in `_cpu`). In a step hook, a logging call whose arguments read a tensor
+    (`logger.debug("%d", t.item())`) is reported outside loops too: its arguments are evaluated on
+    every step whatever the log level. Stage-input processors are not model code here: they run in
+    the scheduler on the runner's host copy of the outputs.
 
     Why: each `.item()` waits for the GPU queue to drain; at 10 steps x 60 frames x 4 reads that is
     2,400 syncs per request, and it breaks CUDA-graph capture.
@@ -602,7 +605,9 @@ class HotHostCopy(_I3Rule):
     per-request loop of model code.
 
     Same hot-loop scope and exclusions as OMNI-I3-001; a `.cpu()` of a tensor already on the CPU is a
-    no-op and is not reported.
+    no-op and is not reported. Hot also: `postprocess` (the runner calls it for every request after
+    every step) and what it calls. Outside loops, one pattern is reported in every step hook: a
+    device->host->device round trip (`x_cpu = t.cpu()` ... `x_cpu.to(t.device)`).
 
     Why: every device->host copy synchronizes the stream; inside a loop it serializes the GPU once
     per iteration instead of once per step.
@@ -654,7 +659,8 @@ class HotScalarCast(_I3Rule):
     """`int()`, `float()` or `bool()` of a device tensor inside a per-step or per-request loop.
 
     Only values the walker knows to be tensors are reported (`int(x.shape[0])`, `int(n)` of a Python
-    number, and CPU tensors are fine).
+    number, and CPU tensors are fine), plus comparisons of multi-dimensionally indexed values that are
+    not known to be NumPy (`bool(stop_logits[0, 1] > stop_logits[0, 0])`).
 
     Why: converting a tensor to a Python number is `.item()` in disguise: one GPU->CPU sync per
     iteration.
@@ -717,7 +723,10 @@ class HotFillItem(_I3Rule):
 @register
 class HotTensorBranch(_I3Rule):
     """Python control flow on a tensor value (`if t:`, `while not done.all():`, `x and y`, a ternary)
-    inside a per-step or per-request loop.
+    inside a per-step or per-request loop; in the step hooks themselves (`forward`, `compute_logits`,
+    `sample`, `make_omni_output`, `postprocess`, `talker_mtp`) also a branch on `.any()`/`.all()`
+    taken once per step, and a branch on a device value whose body only logs or warns
+    (`if (sampling_metadata.temperature <= 0).any(): self._warn(...)`).
 
     Why: Python must read the tensor to decide the branch, which synchronizes, and data-dependent
     branches break CUDA graphs and `torch.compile` graphs.

@@ -235,7 +235,9 @@ def _root_name(target: ast.AST) -> str | None:
 @register
 class NoLastWinsOutput(Rule):
     """A batched output hook that assigns a value inside the per-request loop and emits it after
-    the loop for the whole batch (the last request wins).
+    the loop for the whole batch (the last request wins): returned, passed to `OmniOutput`, or
+    stored into the emitted dict (`mm.setdefault("codes", {})["ref"] = [ref]`). Device/dtype
+    metadata picked from one request is not reported.
 
     Why: with two concurrent requests, both receive the last request's audio (crosstalk) or one of
     them receives none; single-request tests cannot see it.
