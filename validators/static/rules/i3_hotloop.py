@@ -231,9 +231,10 @@ class _SyncWalker(FlowWalker):
             )
 
 
-# Functions worth walking: a loop, or per-step code the walker checks outside loops (log calls,
-# branches on reductions).
-_PER_STEP_WORK = re.compile(r"\bfor\b|\bwhile\b|log\w*\.|print\(|\.any\(\)|\.all\(\)")
+# Functions worth walking: hot ones, ones with a loop, and step hooks with code the walker checks
+# outside loops (log calls, branches on reductions).
+_HAS_LOOP = re.compile(r"\bfor\b|\bwhile\b")
+_STEP_WORK = re.compile(r"log\w*\.|print\(|\.any\(\)|\.all\(\)|_warn")
 
 
 def _conjuncts(test: ast.AST) -> list[ast.AST]:
@@ -371,7 +372,13 @@ def analyze(src: SourceFile) -> dict[str, list[Report]]:
         fns = list(per_step_functions(src.index, (step_extra, hot_extra)))
         # Only functions with a hot region need the walk; callers are walked when a callee is, so
         # that call-site argument kinds reach it (callers come first in the order).
-        need = {fn.qualname for fn, hot in fns if hot or _PER_STEP_WORK.search(src.node_text(fn.node))}
+        need = {
+            fn.qualname
+            for fn, hot in fns
+            if hot
+            or _HAS_LOOP.search(text := src.node_text(fn.node))
+            or (fn.name in STEP_HOOKS and _STEP_WORK.search(text))
+        }
         for fn, _hot in reversed(fns):
             if fn.qualname not in need and any(t.qualname in need for t, _l, _g in src.index.callees(fn)):
                 need.add(fn.qualname)
