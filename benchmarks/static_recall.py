@@ -61,7 +61,8 @@ def lint_releases(corpus: dict, tree_of) -> tuple[dict[str, dict[str, list]], di
             raise SystemExit(f"lint errors on {release}: {res.errors[:3]}")
         by_path: dict[str, list] = defaultdict(list)
         for f in res.findings:
-            rel = Path(f.path).resolve().relative_to(root.resolve()).as_posix() if Path(f.path).is_absolute() else f.path
+            p = Path(f.path)
+            rel = p.resolve().relative_to(root.resolve()).as_posix() if p.is_absolute() else f.path
             by_path[rel].append(f)
         found[release] = by_path
     return found, seconds
@@ -143,7 +144,7 @@ def report(result: dict, seconds: dict[str, float]) -> str:
         f"false positives: {len(result['false_positives'])} on {result['lookalikes']} look-alikes "
         f"= {result['fp_per_20']:.2f} per 20   (target <= {FP_PER_20})"
     )
-    out.append(f"lint time per release (s): " + ", ".join(f"{k} {v:.1f}" for k, v in seconds.items()))
+    out.append("lint time per release (s): " + ", ".join(f"{k} {v:.1f}" for k, v in seconds.items()))
     out.append("")
     misses = [b for b in result["bugs"] if b["visible"] and not b["caught"]]
     out.append(f"misses ({len(misses)}):")
