@@ -97,3 +97,80 @@ def test_deploy_file_asking_for_more_gpus_than_the_run_has():
         stage_devices(["cuda:1"], [0])
     with pytest.raises(PlacementError, match="not among"):
         stage_devices(["0"], [0], home=3)
+
+
+class _FakeCuda:
+    def __init__(self, count: int):
+        self.count = count
+        self.calls: list[tuple] = []
+
+    def device_count(self):
+        return self.count
+
+    def set_device(self, index):
+        self.calls.append(("set_device", index))
+
+    def set_per_process_memory_fraction(self, fraction, index):
+        self.calls.append(("fraction", round(fraction, 4), index))
+
+
+class _FakeTorch:
+    def __init__(self, count: int):
+        self.cuda = _FakeCuda(count)
+
+
+class _FakeConfig:
+    def __init__(self, gpus, workerinput=None):
+        self._gpus = gpus
+        self.stash = pytest.Stash()
+        if workerinput is not None:
+            self.workerinput = workerinput
+
+    def getoption(self, name):
+        assert name == "omnitts_gpus"
+        return self._gpus
+
+
+def _conftest():
+    import importlib
+
+    return importlib.import_module("omnitts.validators.checks.conftest")
+
+
+def test_an_xdist_worker_pins_its_gpu_and_memory_share():
+    conftest = _conftest()
+    torch, config = _FakeTorch(2), _FakeConfig(None, {"workerid": "gw1", "workercount": 3})
+    conftest._pin_worker_gpu(config, torch)
+    assert torch.cuda.calls == [("set_device", 1), ("fraction", 0.9, 1)]
+    assert config.stash[conftest.PLACEMENT].device == "cuda:1"
+
+
+def test_workers_sharing_one_listed_gpu_split_it():
+    conftest = _conftest()
+    torch, config = _FakeTorch(2), _FakeConfig("1", {"workerid": "gw2", "workercount": 4})
+    conftest._pin_worker_gpu(config, torch)
+    assert torch.cuda.calls == [("set_device", 1), ("fraction", 0.225, 1)]
+
+
+def test_a_bad_gpu_list_is_a_usage_error():
+    conftest = _conftest()
+    with pytest.raises(pytest.UsageError, match="GPU 2 is not visible"):
+        conftest._pin_worker_gpu(_FakeConfig("2"), _FakeTorch(1))
+
+
+def test_the_report_says_which_gpu_ran_what():
+    from omnitts.validators.plugin import _aggregate, _placement_lines
+
+    def rec(model, worker, device):
+        return {
+            "check": "I1-RT-001",
+            "model": model,
+            "outcome": "passed",
+            "metrics": {},
+            "extra": {},
+            "message": "",
+            "placement": {"worker": worker, "device": device, "sharing": 1},
+        }
+
+    per_model = _aggregate({"a": rec("ref_two_stage", "gw0", "cuda:0"), "b": rec("ref_native_ar", "gw1", "cuda:1")})
+    assert _placement_lines(per_model) == ["ref_native_ar: cuda:1 (gw1)", "ref_two_stage: cuda:0 (gw0)"]
