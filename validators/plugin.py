@@ -65,6 +65,16 @@ _OPTIONS: list[tuple[str | None, str, dict]] = [
     ),
     ("--device", "--omnitts-device", dict(default="cpu", choices=("cpu", "cuda"), help="device the models run on")),
     (
+        "--gpus",
+        "--omnitts-gpus",
+        dict(
+            default=None,
+            metavar="LIST",
+            help="with --device cuda: GPU indices the run may use (e.g. 0,1; default every visible one); xdist "
+            "workers are pinned round-robin over them, workers sharing a GPU split its memory",
+        ),
+    ),
+    (
         None,
         "--omnitts-out",
         dict(default=None, metavar="DIR", help="where WAVs, checklist.md/json and results.json go (./omnitts-out)"),
@@ -182,6 +192,7 @@ class _Collector:
 
     def pytest_runtest_logreport(self, report):
         tag = None
+        placement = None
         metrics: dict = {}
         extra: dict = {}
         for name, value in getattr(report, "user_properties", []) or []:
@@ -191,6 +202,8 @@ class _Collector:
                 metrics.update(value)
             elif name == "omnitts_extra":
                 extra.update(value)
+            elif name == "omnitts_placement":
+                placement = value
         if tag is None:
             return
         rec = self.state.records.setdefault(
@@ -206,6 +219,8 @@ class _Collector:
         )
         rec["metrics"].update(metrics)
         rec["extra"].update(extra)
+        if placement:
+            rec["placement"] = placement
         if report.failed:
             rec["outcome"] = "failed"
             rec["message"] = (report.longreprtext or "")[:4000]
@@ -232,7 +247,18 @@ def _aggregate(records: dict[str, dict]) -> dict[str, dict]:
             m["pattern"] = m["pattern"] or rec["metrics"].get("pattern")
         if rec["message"] and rec["outcome"] != "passed":
             m["messages"][rec["check"]] = rec["message"]
+        if rec.get("placement"):
+            m.setdefault("placement", set()).add((rec["placement"]["worker"], rec["placement"]["device"]))
     return per_model
+
+
+def _placement_lines(per_model: dict[str, dict]) -> list[str]:
+    """Which worker and GPU ran each model's checks (only on CUDA runs, where placement is recorded)."""
+    return [
+        f"{model}: " + ", ".join(f"{device} ({worker})" for worker, device in sorted(info["placement"]))
+        for model, info in sorted(per_model.items())
+        if info.get("placement")
+    ]
 
 
 def _memory_growth(per_model: dict[str, dict], threshold_mb: float = 128.0) -> list[str]:
@@ -261,7 +287,13 @@ def pytest_sessionfinish(session, exitstatus):
         "generated": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "device": option(config, "device"),
         "models": {
-            m: {"pattern": i["pattern"], "results": i["results"], "metrics": i["metrics"], "failures": i["messages"]}
+            m: {
+                "pattern": i["pattern"],
+                "results": i["results"],
+                "metrics": i["metrics"],
+                "failures": i["messages"],
+                "ran_on": [{"worker": w, "device": d} for w, d in sorted(i.get("placement", ()))],
+            }
             for m, i in per_model.items()
         },
     }
@@ -294,6 +326,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             tr.write_line("")
     for line in _memory_growth(per_model):
         tr.write_line(f"memory growth: {line}")
+    for line in _placement_lines(per_model):
+        tr.write_line(f"ran on: {line}")
     if state.written:
         tr.write_line("written: " + ", ".join(str(p) for p in state.written))
     wav_root = state.out / "wav"

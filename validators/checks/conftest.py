@@ -32,6 +32,8 @@ def omnitts_options(pytestconfig):
     device = option(pytestconfig, "device")
     import torch
 
+    if device == "cuda":
+        _pin_worker_gpu(pytestconfig, torch)
     if device == "cpu":
         # tiny models: intra-op threads only add spin-waits, and xdist workers would oversubscribe the cores
         torch.set_num_threads(int(os.environ.get("OMNITTS_TORCH_THREADS", "1")))
@@ -47,6 +49,28 @@ def omnitts_options(pytestconfig):
         timeout=float(option(pytestconfig, "check_timeout")),
         require_real=bool(option(pytestconfig, "require_real_vllm")),
     )
+
+
+PLACEMENT = pytest.StashKey["object"]()  # this process's WorkerPlacement on CUDA runs
+
+
+def _pin_worker_gpu(config, torch) -> None:
+    """Pins this process (one xdist worker, or the single process) to its GPU and its share of that GPU's memory.
+
+    "cuda" then means this GPU for every tensor the checks make (``torch.cuda.set_device``), so the checks and the
+    harness need no device index of their own.
+    """
+    from omnitts.validators.runtime.placement import PlacementError, parse_gpus, place_worker
+
+    worker = getattr(config, "workerinput", {})
+    try:
+        gpus = parse_gpus(option(config, "gpus"), torch.cuda.device_count())
+        placement = place_worker(worker.get("workerid"), int(worker.get("workercount", 1)), gpus)
+    except PlacementError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    torch.cuda.set_device(placement.gpu)
+    torch.cuda.set_per_process_memory_fraction(placement.memory_fraction, placement.gpu)
+    config.stash[PLACEMENT] = placement
 
 
 @pytest.fixture
@@ -85,6 +109,11 @@ def _omnitts_tag(request):
 
     model = request.getfixturevalue(MODEL_PARAM)
     request.node.user_properties.append(("omnitts_check", {"check": mark.args[0], "model": model}))
+    request.getfixturevalue("omnitts_options")  # pins the GPU before the first check of this process
+    placement = request.config.stash.get(PLACEMENT, None)
+    if placement is not None:
+        where = {"worker": placement.worker, "device": placement.device, "sharing": placement.sharing}
+        request.node.user_properties.append(("omnitts_placement", where))
     probe = MemoryProbe(cuda=str(option(request.config, "device")).startswith("cuda"))
     yield
     request.node.user_properties.append(("omnitts_metrics", {"memory": probe.growth()}))
