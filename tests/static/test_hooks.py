@@ -21,8 +21,10 @@ def test_two_hooks_with_required_keys():
         assert {"id", "name", "entry", "language"} <= set(h)
         assert h["entry"].split()[0] == "omnitts-lint"
     assert hooks["omnitts-lint"].get("pass_filenames", True) is True
-    assert hooks["omnitts-integration"]["pass_filenames"] is False
-    assert "--integration" in hooks["omnitts-integration"]["entry"]
+    # The integration hook judges the change: it gets the changed files, in one run.
+    assert hooks["omnitts-integration"].get("pass_filenames", True) is True
+    assert hooks["omnitts-integration"]["require_serial"] is True
+    assert "--changed" in hooks["omnitts-integration"]["entry"]
 
 
 def test_integration_hook_fires_on_shared_files_only():
