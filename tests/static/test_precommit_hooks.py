@@ -80,6 +80,9 @@ def test_integration_hook_judges_the_staged_model_only(work_tree, omnitts_repo, 
     ok = _try_repo(tree, omnitts_repo, "omnitts-integration", home)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "Passed" in ok.stdout and "model(s) my_tts" in ok.stdout, ok.stdout
+    # The per-file hook on the same staged change (patched shared files included) passes too.
+    per_file = _try_repo(tree, omnitts_repo, "omnitts-lint", home)
+    assert per_file.returncode == 0, per_file.stdout + per_file.stderr
 
     # A real violation in the model's own deploy file: its AR (talker) stage serialized.
     deploy = tree / "vllm_omni/deploy/my_tts.yaml"
