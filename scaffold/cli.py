@@ -192,7 +192,7 @@ def cmd_new(args: argparse.Namespace) -> int:
     if written:
         from omnitts.scaffold.new import next_steps
 
-        print("\n" + next_steps(root, args.name, plan, committed=args.commit), file=sys.stderr)
+        print("\n" + next_steps(root, args.name, plan, committed=args.commit, like=args.like), file=sys.stderr)
     return 0
 
 

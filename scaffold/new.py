@@ -253,7 +253,7 @@ def _run_file_patches(args: tuple[list[Patch], str]) -> str:  # kept for benchma
     return run(args)
 
 
-def next_steps(root: Path, name: str, plan: Plan, *, committed: bool = False) -> str:
+def next_steps(root: Path, name: str, plan: Plan, *, committed: bool = False, like: str | None = None) -> str:
     """What the contributor does after `new`: the files that hold the tiny model (to replace with the real
     one), the configs to tune, and the commands that prove the port (docs/tutorial.md walks through them)."""
     created = sorted(op.rel for op in plan.changes if op.old is None)
@@ -264,14 +264,23 @@ def next_steps(root: Path, name: str, plan: Plan, *, committed: bool = False) ->
     tests = sorted({str(Path(r).parent) for r in created if r.startswith("tests/")})
     touched = [op.rel for op in plan.changes]
     lines = ["next steps (docs/tutorial.md walks through each):"]
-    lines.append("  1. replace the tiny model (random weights from config.seed) with the real one:")
+    if like:
+        lines.append(f"  1. make the copy of {like} your model (its code, config fields and load_weights()):")
+    else:
+        lines.append("  1. replace the tiny model (random weights from config.seed) with the real one:")
     lines += [f"       {r}" for r in model]
-    lines.append("     and make load_weights() map the checkpoint's names; keep the forward contract of these files")
+    if not like:
+        lines.append(
+            "     and make load_weights() map the checkpoint's names; keep the forward contract of these files"
+        )
     if configs or glue:
         lines.append("  2. tune the stage wiring (max_num_seqs >= 4 on the AR stage, chunk sizes, processor):")
         lines += [f"       {r}" for r in configs + glue]
     lines.append("  3. run the generated tests (need the release's vLLM installed and this tree importable):")
-    lines += [f"       cd {root} && python -m pytest -q {t}" for t in tests if "/models/" in t]
+    unit = [t for t in tests if "/models/" in t]
+    lines += [f"       cd {root} && python -m pytest -q {t}" for t in unit] or [
+        "       (none here: this tree has no tests/)"
+    ]
     lines.append("  4. run the validators (static rules + runtime checks of I1-I5) and the linter:")
     lines.append(f"       omnitts-validate --omni-root {root} --model {name}")
     lines.append(f"       cd {root} && omnitts-lint {' '.join([model_dir.rstrip('/'), *glue])}")
