@@ -88,3 +88,22 @@ def test_one_baseline_serves_both_hooks_write_adopt_shrink(work_tree, capsys):
     capsys.readouterr()
     assert main(["--integration", "--full-scan", *with_bl]) == 1
     assert "stale baseline entry" in capsys.readouterr().err
+
+
+def test_a_limit_enforced_in_code_is_accepted_and_its_removal_reported(work_tree, capsys):
+    """moss_tts_nano deploys `max_num_seqs: 1` and raises on any other value: deliberate, not an audio-gap
+    error. Drop the raise and the same deploy file is reported (the cached tree result is invalidated)."""
+    root = work_tree(V)
+    deploy = root / "vllm_omni/deploy/moss_tts_nano.yaml"
+    args = ["--changed", "--no-baseline", "--root", str(root), str(deploy)]
+    assert main(args) == 0  # with the cache: a second identical run reads it
+    assert main(args) == 0
+    modeling = root / "vllm_omni/model_executor/models/moss_tts_nano/modeling_moss_tts_nano.py"
+    text = modeling.read_text()
+    assert "    if max_num_seqs != 1:\n        raise" in text
+    modeling.write_text(
+        text.replace("    if max_num_seqs != 1:\n        raise", "    if max_num_seqs != 1:\n        print", 1)
+    )
+    capsys.readouterr()
+    assert main(args) == 1
+    assert "vllm_omni/deploy/moss_tts_nano.yaml" in capsys.readouterr().out

@@ -46,6 +46,10 @@ def _tree_digest(ctx: TreeContext) -> str:
                 if p.is_dir() and p.name == tf.TTS_HUB:
                     for q in sorted(p.glob("*/*")):
                         h.update(q.relative_to(d).as_posix().encode())
+    # Model modules (OMNI-INT-001 reads a limit a model enforces in code): their stat, not their bytes.
+    for p in sorted((ctx.root / ctx.dir("models")).glob("*/*.py")):
+        st = p.stat()
+        h.update(f"{p.parent.name}/{p.name}:{st.st_size}:{st.st_mtime_ns}".encode())
     h.update(repr(sorted(ctx.focus) if ctx.focus is not None else None).encode())
     return h.hexdigest()
 
