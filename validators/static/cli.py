@@ -149,7 +149,14 @@ def _run(args) -> int:
 
         n, _rest = apply_fixes(findings)
         print(f"omnitts-lint: applied {n} fix(es)", file=sys.stderr)
-        res = api.run(args.paths, select=select, root=args.root, integration=args.integration, jobs=jobs)
+        res = api.run(
+            args.paths,
+            select=select,
+            root=args.root,
+            integration=args.integration,
+            jobs=jobs,
+            changed=args.paths if args.changed else None,
+        )
         findings = res.findings
 
     if args.write_baseline:
