@@ -126,9 +126,17 @@ def contract_for(version_or_tree: str | Path | None, model_runner: str | None = 
 
 
 def preprocess_id_keys(root: Path) -> tuple[str, ...]:
-    """Id keys a tree's runners write before preprocess(), in lookup order, read from its files: 0.30's
-    Model Runner V2 (``vllm_omni/worker_v2/``) writes ``req_id``, and V1 (``request_id``) is still selectable."""
-    return ("req_id", "request_id") if (Path(root) / L.WORKER_V2).is_dir() else ("request_id",)
+    """Id keys a tree's runners give a model for its request, in lookup order, read from its files: 0.30's
+    Model Runner V2 (``vllm_omni/worker_v2/``) writes ``req_id``, and V1 (``request_id``) is still selectable;
+    a V1 runner that writes no ``request_id`` before preprocess() (0.14-0.18) leaves the orchestrator's
+    ``global_request_id`` (a one-element list in the entry stage's additional_information) as the only id."""
+    root = Path(root)
+    v1 = "request_id" if _RUNNER_WRITES_REQUEST_ID.search(L.read_text(root / _GPU_RUNNER)) else "global_request_id"
+    return ("req_id", v1) if (root / L.WORKER_V2).is_dir() else (v1,)
+
+
+_GPU_RUNNER = f"{L.PKG}/worker/gpu_model_runner.py"
+_RUNNER_WRITES_REQUEST_ID = re.compile(r"""\[["']request_id["']\]\s*=\s*req_id\b""")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from omnitts.scaffold.integration import Patch, PatchRun, from_names, patch_jobs
 from omnitts.scaffold.integration import shared_file_patches as _integration_patches
 from omnitts.scaffold.naming import ModelNames, template_context
 from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
-from omnitts.scaffold.render import render_pattern, render_shared, templates_root
+from omnitts.scaffold.render import render_pattern, render_shared, templates_root, with_stage_args_topology
 
 PATTERN_STAGES = {
     "two-stage": "2 (talker + code2wav)",
@@ -155,6 +155,8 @@ def plan_new(
     try:
         files = {f"vllm_omni/model_executor/{rel}": text for rel, text in render_pattern(names.pattern, ctx).items()}
         files.update(render_shared(ctx))
+        if profile.era.stage_args_topology:  # 0.18: a stage_args yaml instead of pipeline.py + deploy yaml
+            files = with_stage_args_topology(files, names, ctx)
         pipeline_rel = f"{layout.MODELS}/{names.name}/pipeline.py"
         if profile.deploy_name_field and pipeline_rel in files:
             files[pipeline_rel] = add_deploy_config_name(files[pipeline_rel], f"{names.model_type}.yaml", pipeline_rel)
@@ -236,7 +238,11 @@ def _hub_edits(names: ModelNames, ctx: dict[str, str]):
 def _refuse_taken_names(profile: LayoutProfile, names: ModelNames) -> None:
     """Refuse names another model owns; our own earlier run of the same `new` is not a conflict."""
     pkg = profile.root / layout.MODELS / names.name
-    marker = pkg / "pipeline.py"
+    marker = (
+        profile.root / layout.STAGE_CONFIGS / f"{names.model_type}.yaml"
+        if profile.era.stage_args_topology
+        else pkg / "pipeline.py"
+    )
     if pkg.exists() and not marker.exists():
         raise ScaffoldError(f"{layout.MODELS}/{names.name}/ already exists; the model name is taken")
     deploy = profile.root / layout.DEPLOY / f"{names.model_type}.yaml"

@@ -73,3 +73,18 @@ def render_pattern(pattern: str, ctx: dict[str, str], out_dir: Path | None = Non
 def render_shared(ctx: dict[str, str]) -> dict[str, str]:
     """Pipeline, deploy yaml, examples and tests, keyed by path below the tree root."""
     return _render(templates_root() / "shared", ctx)
+
+
+def with_stage_args_topology(files: dict[str, str], names, ctx: dict[str, str]) -> dict[str, str]:
+    """The legacy stage_configs era (0.18): the model's topology is `stage_configs/<model_type>.yaml`
+    (`stage_args:` schema, `templates/legacy/`), which replaces the pipeline.py and deploy yaml."""
+    from jinja2 import Environment, StrictUndefined
+
+    from omnitts.knowledge import layout
+
+    drop = {f"{layout.MODELS}/{names.name}/pipeline.py", f"{layout.DEPLOY}/{names.model_type}.yaml"}
+    out = {rel: text for rel, text in files.items() if rel not in drop}
+    env = Environment(undefined=StrictUndefined, keep_trailing_newline=True)
+    template = env.from_string((templates_root() / "legacy" / "stage_config.yaml.j2").read_text(encoding="utf-8"))
+    out[f"{layout.STAGE_CONFIGS}/{names.model_type}.yaml"] = template.render(**ctx)
+    return out

@@ -16,18 +16,20 @@ from omnitts.knowledge.eras.adapter import AdapterOnly
 from omnitts.knowledge.eras.base import Era, Integration, PatchSpec, Point, class_fields, read_tree_files
 from omnitts.knowledge.eras.five_point import FivePoint
 from omnitts.knowledge.eras.hybrid import Hybrid
+from omnitts.knowledge.eras.legacy import LegacyStageConfigs
 from omnitts.knowledge.errors import TreeError
 from omnitts.knowledge.runner import preprocess_id_keys
 
-ERAS: tuple[Era, ...] = (FivePoint(), Hybrid(), AdapterOnly())
+ERAS: tuple[Era, ...] = (LegacyStageConfigs(), FivePoint(), Hybrid(), AdapterOnly())
 _NAMED = [f"{e.title} ({e.releases})" for e in ERAS]
-SUPPORTED = f"{', '.join(_NAMED[:-1])} and {_NAMED[-1]}"  # "five-point (0.20-0.22), ... and adapter-only (0.28-0.30)"
+SUPPORTED = f"{', '.join(_NAMED[:-1])} and {_NAMED[-1]}"  # "legacy stage_configs (0.18), ... and adapter-only (0.28-0.30)"
 
 __all__ = [
     "ADAPTER",
     "ERAS",
     "FIVE_POINT",
     "HYBRID",
+    "LEGACY",
     "Era",
     "Integration",
     "LayoutProfile",
@@ -85,19 +87,7 @@ class LayoutProfile:
 
 def _refusal(files, version: str | None) -> str:
     """Why a tree matches no supported era, naming the era it looks like."""
-    if (
-        not files.has_adapters
-        and files.union
-        and files.stage_constants
-        and files.serving_detects
-        and not files.pipeline_registry
-    ):
-        era = "legacy stage_configs (0.18)"
-        why = (
-            "its runner writes no per-request `request_id` before preprocess() (0.20+ do), topology is a"
-            " stage_args yaml under stage_configs/, and _TTS_MODEL_STAGES is a one-line union"
-        )
-    elif files.union and not files.stage_constants:
+    if files.union and not files.stage_constants:
         era = "single-model serving (0.14-0.16)"
         why = "/v1/audio/speech serves Qwen3-TTS only (_TTS_MODEL_STAGES = {'qwen3_tts'}, no per-model dispatch)"
     elif not files.serving:
@@ -140,4 +130,4 @@ def detect_profile(root: Path) -> LayoutProfile:
 
 
 # The era objects by name, for tests and for branches that compare a profile's era with one of them.
-FIVE_POINT, HYBRID, ADAPTER = ERAS
+LEGACY, FIVE_POINT, HYBRID, ADAPTER = ERAS

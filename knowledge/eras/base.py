@@ -201,6 +201,8 @@ class Era:
     serving_codemod: tuple[str, str] | None = None
     # Why a model served by serving_speech.py's own branches has no adapter (hybrid era).
     legacy_serving_branches: bool = False
+    # Topology is a `stage_args:` yaml under model_executor/stage_configs/ (0.18), not pipeline.py + deploy/.
+    stage_args_topology: bool = False
 
     @classmethod
     def matches(cls, files: TreeFiles) -> bool:

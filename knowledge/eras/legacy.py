@@ -1,0 +1,62 @@
+"""Legacy stage_configs era (0.18): serving_speech.py's five points as in 0.20-0.22, but topology is a
+`stage_args:` yaml under `model_executor/stage_configs/<model_type>.yaml` (found by HF model_type, no
+registry), and there is neither a pipeline registry nor a deploy dir.
+
+The 0.18 runner writes no per-request id before preprocess(); the only id a model sees is the
+orchestrator's `global_request_id` (a one-element list) in the entry stage's additional_information,
+so generated models key their per-request state on it (`request_id_keys`).
+"""
+
+from __future__ import annotations
+
+from omnitts.knowledge import layout as L
+from omnitts.knowledge.eras import base as B
+
+STAGE_CONFIG = B.Point(
+    "stage_config",
+    f"{L.STAGE_CONFIGS}/<model_type>.yaml",
+    "stage_args yaml (topology; file name = HF model_type)",
+    generated=True,
+)
+
+
+class LegacyStageConfigs(B.Era):
+    name = "legacy"
+    title = "legacy stage_configs"
+    releases = "0.18"
+    pipeline_registry = ""  # none: the engine finds stage_configs/<model_type>.yaml by HF model_type
+    serving_codemod = ("FivePointServing", "RemoveFivePointServing")
+    stage_args_topology = True
+    points = (
+        B.PACKAGE,
+        B.PROCESSOR,
+        STAGE_CONFIG,
+        B.REGISTRY,
+        B.HF_CONFIG,
+        B.SERVING_CONSTANT,
+        B.SERVING_UNION,
+        B.Point("serving.detect", L.SERVING, "_detect_tts_model_type() returns the model type for the stage key"),
+        B.Point(
+            "serving.validate", L.SERVING, "_validate_tts_request() dispatches the model type (else: Qwen3-TTS rules)"
+        ),
+        B.Point(
+            "serving.build", L.SERVING, "_prepare_speech_generation() builds the model's request (else: Qwen3-TTS path)"
+        ),
+        B.EXAMPLES,
+        B.TESTS,
+        B.HUB,
+    )
+
+    @classmethod
+    def matches(cls, files: B.TreeFiles) -> bool:
+        return (
+            not files.has_deploy
+            and not files.has_adapters
+            and files.union
+            and files.serving_detects
+            and bool(files.stage_constants)
+            and files.pipeline_registry is None
+        )
+
+    def pipeline_patches(self, key: str, module: str, var: str) -> list[B.PatchSpec]:
+        return []  # no pipeline registry in this era
