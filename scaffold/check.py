@@ -329,6 +329,24 @@ def _check_processors(index: TreeIndex, view: ModelView) -> PointResult:
     return PointResult("processor", PRESENT, f"{len(names)} function(s)")
 
 
+def _check_stage_config(index: TreeIndex, view: ModelView) -> PointResult:
+    """0.18: the engine loads `stage_configs/<HF model_type>.yaml` (resolve_model_config_path, no registry)."""
+    types = [t for t in (view.model_type, *(p.model_type for p in view.pipelines)) if t]
+    hf_types = [t for t in dict.fromkeys(types) if t in index.hf_configs] or list(dict.fromkeys(types))[:1]
+    files = [p.legacy for p in view.pipelines if p.legacy]
+    found = [f for f in files if f.rsplit("/", 1)[-1].removesuffix(".yaml") in hf_types]
+    if found:
+        return PointResult("stage_config", PRESENT, ", ".join(found))
+    if files:
+        return PointResult(
+            "stage_config",
+            INCONSISTENT,
+            f"{', '.join(files)} not named after its model type ({', '.join(hf_types) or '?'}):"
+            " the engine finds it only with --stage-configs-path",
+        )
+    return PointResult("stage_config", MISSING, f"no {layout.STAGE_CONFIGS}/{(hf_types or ['<model_type>'])[0]}.yaml")
+
+
 def _check_hf_config(index: TreeIndex, view: ModelView) -> PointResult:
     types = [p.model_type for p in view.pipelines if p.model_type] + ([view.model_type] if view.model_type else [])
     hit = [t for t in dict.fromkeys(types) if t in index.hf_configs]
@@ -533,6 +551,7 @@ def _check_sources(index: TreeIndex, view: ModelView) -> list[PointResult]:
         }
     )
     hubs = [rel for rel in (layout.OFFLINE_HUB, layout.ONLINE_HUB) if any(f"{n}/" in index.text(rel) for n in names)]
+    no_hub = not any((index.root / rel).is_file() for rel in (layout.OFFLINE_HUB, layout.ONLINE_HUB))
 
     def status(found: list, expected: int) -> str:
         return PRESENT if len(found) >= expected else MISSING if not found else INCONSISTENT
@@ -542,7 +561,9 @@ def _check_sources(index: TreeIndex, view: ModelView) -> list[PointResult]:
             "examples", status(examples, 2), ", ".join(examples) or f"no examples/*/text_to_speech/{names[0]}/"
         ),
         PointResult("tests", status(tests, 1), ", ".join(tests) or f"no tests/e2e/*/test_{names[0]}*.py"),
-        PointResult(
+        PointResult("hub_readme", NA, "this tree has no text_to_speech hub READMEs")
+        if no_hub
+        else PointResult(
             "hub_readme",
             status(hubs, 2),
             f"{len(hubs)} of 2 hub READMEs link its examples"
@@ -562,7 +583,9 @@ def check_view(index: TreeIndex, view: ModelView, query: str = "") -> ModelRepor
     )
     results.append(_check_processors(index, view))
     legacy = [p.legacy for p in view.pipelines if p.legacy]
-    if view.pipelines and not legacy:
+    if profile.era.stage_args_topology:  # 0.18: topology is the stage_args yaml; no pipeline.py, deploy/, registry
+        results.append(_check_stage_config(index, view))
+    elif view.pipelines and not legacy:
         results.append(PointResult("pipeline", PRESENT, ", ".join(p.where for p in view.pipelines)))
     elif legacy:
         results.append(
@@ -574,9 +597,11 @@ def check_view(index: TreeIndex, view: ModelView, query: str = "") -> ModelRepor
         )
     else:
         results.append(PointResult("pipeline", MISSING, "no PipelineConfig serves it"))
-    results.append(_check_deploy(index, view))
+    if not profile.era.stage_args_topology:
+        results.append(_check_deploy(index, view))
     results.append(_check_registry(index, view))
-    results.append(_check_pipeline_registry(index, view))
+    if not profile.era.stage_args_topology:
+        results.append(_check_pipeline_registry(index, view))
     results.append(_check_hf_config(index, view))
     # The era's points decide which checks run.
     if profile.serving_points:

@@ -105,6 +105,9 @@ def integration_from_tree(index: TreeIndex, name: str) -> tuple[Integration, lis
             from omnitts.scaffold.check import deploy_candidates
 
             deploy_files += deploy_candidates(index, p)
+    if profile.era.stage_args_topology:  # 0.18: the stage_args yaml `new` writes, named after the model type
+        mine = f"{layout.STAGE_CONFIGS}/{model_type or name}.yaml"
+        deploy_files += [p.legacy for p in index.legacy_pipelines if p.folder == name and p.legacy == mine]
     integ = Integration(
         name=name,
         camel=camel_case(name),

@@ -22,7 +22,9 @@ from omnitts.knowledge.runner import preprocess_id_keys
 
 ERAS: tuple[Era, ...] = (LegacyStageConfigs(), FivePoint(), Hybrid(), AdapterOnly())
 _NAMED = [f"{e.title} ({e.releases})" for e in ERAS]
-SUPPORTED = f"{', '.join(_NAMED[:-1])} and {_NAMED[-1]}"  # "legacy stage_configs (0.18), ... and adapter-only (0.28-0.30)"
+SUPPORTED = (
+    f"{', '.join(_NAMED[:-1])} and {_NAMED[-1]}"  # "legacy stage_configs (0.18), ... and adapter-only (0.28-0.30)"
+)
 
 __all__ = [
     "ADAPTER",

@@ -191,11 +191,43 @@ def _add_constant(constant: str, keys: tuple[str, ...]):
             lpar=value.lpar,
             rpar=value.rpar,
         )
+        if "\n" not in module.code_for_node(value.with_changes(lpar=[], rpar=[])):  # operands on one line (0.18):
+            # the grown union re-shaped as ruff format would; a one-per-line union (0.20+) keeps its layout
+            new_value = _formatted_union([*_cst_operands(value), constant])
         quoted = ", ".join(f'"{k}"' for k in keys)
         new_constant = cst.parse_statement(f"{constant} = {{{quoted}}}\n")
         return module.with_changes(body=[new_constant, line.with_changes(body=[ann.with_changes(value=new_value)])])
 
     return edit
+
+
+_UNION_HEAD = f"{UNION}: set[str] = "  # the annotated assignment every five-point / hybrid release has
+
+
+def _cst_operands(value: cst.BaseExpression) -> list[str]:
+    if isinstance(value, cst.BinaryOperation):
+        return _cst_operands(value.left) + _cst_operands(value.right)
+    return [cst.ensure_type(value, cst.Name).value]
+
+
+def _formatted_union(names: list[str]) -> cst.BaseExpression:
+    """`A | B | ...` in ruff format's shape at line length 120: one line, else one line in parentheses, else
+    one operand per line (how 0.20+ write it)."""
+    flat = " | ".join(names)
+    if len(_UNION_HEAD) + len(flat) <= 120:
+        return cst.parse_expression(flat)
+    if 4 + len(flat) <= 120:
+        return cst.parse_expression(f"(\n    {flat}\n)")
+    return cst.parse_expression("(\n    " + "\n    | ".join(names) + "\n)")
+
+
+def _reshaped(value: cst.BaseExpression) -> cst.BaseExpression:
+    """After an operand is dropped: the one-line shapes come back where they fit (`_add_constant` made them);
+    a union still too long for one line keeps its own layout (and comments) untouched."""
+    names = _cst_operands(value)
+    if 4 + len(" | ".join(names)) <= 120:
+        return _formatted_union(names)
+    return value
 
 
 def _remove_constant(constant: str):
@@ -210,7 +242,10 @@ def _remove_constant(constant: str):
         line = body[-1]
         ann = line.body[0]
         return module.with_changes(
-            body=[*body[:-1], line.with_changes(body=[ann.with_changes(value=_drop_operand(ann.value, constant))])]
+            body=[
+                *body[:-1],
+                line.with_changes(body=[ann.with_changes(value=_reshaped(_drop_operand(ann.value, constant)))]),
+            ]
         )
 
     return edit
@@ -259,20 +294,24 @@ def _validate_snippet(name: str, model_type: str) -> str:
 
 
 # -- point 5: builder + log label in _prepare_speech_generation ------------------------------------
-def _builder_branch(name: str, model_type: str) -> cst.If:
-    return _model_type_if(
-        model_type,
-        f"    tts_params = await self._build_{name}_params(request)\n"
-        "    prompt = tokens_input(prompt_token_ids=[1])\n"
-        '    prompt["additional_information"] = tts_params\n',
+def _builder_branch(name: str, model_type: str, tokens: bool = True) -> cst.If:
+    """The model's branch; `tokens`: the tree builds prompts with `tokens_input` (0.20+), else with a plain
+    dict as its own Qwen3-TTS path does (0.18 imports no `tokens_input`)."""
+    prompt = (
+        '    prompt = tokens_input(prompt_token_ids=[1])\n    prompt["additional_information"] = tts_params\n'
+        if tokens
+        else '    prompt = {"prompt_token_ids": [1], "additional_information": tts_params}\n'
     )
+    return _model_type_if(model_type, f"    tts_params = await self._build_{name}_params(request)\n{prompt}")
 
 
 def _label_branch(model_type: str) -> cst.If:
     return _model_type_if(model_type, f'    model_type = "{model_type}"\n')
 
 
-def _wire_prepare(func: cst.FunctionDef, name: str, model_type: str, done: set[str]) -> cst.FunctionDef:
+def _wire_prepare(
+    func: cst.FunctionDef, name: str, model_type: str, done: set[str], tokens: bool = True
+) -> cst.FunctionDef:
     stmts = list(func.body.body)
     for i, stmt in enumerate(stmts):
         if not isinstance(stmt, cst.If):
@@ -284,7 +323,7 @@ def _wire_prepare(func: cst.FunctionDef, name: str, model_type: str, done: set[s
         k = tts[0]
         inner = links[k].body.body
         if any(isinstance(x, cst.If) and _is_model_type_compare(x.test) for x in inner) and "prepare" not in done:
-            stmts[i] = _wire_builder(links, k, name, model_type)
+            stmts[i] = _wire_builder(links, k, name, model_type, tokens)
             done.add("prepare")
         elif _assigns(inner, "model_type") and "label" not in done:
             stmts[i] = _rebuild(links[:k] + [_label_branch(model_type)], links[k])
@@ -292,7 +331,7 @@ def _wire_prepare(func: cst.FunctionDef, name: str, model_type: str, done: set[s
     return func.with_changes(body=func.body.with_changes(body=stmts))
 
 
-def _wire_builder(links: list[cst.If], k: int, name: str, model_type: str) -> cst.BaseStatement:
+def _wire_builder(links: list[cst.If], k: int, name: str, model_type: str, tokens: bool = True) -> cst.BaseStatement:
     """Add `elif self._tts_model_type == "<t>":` before the generic `else:` inside `elif self._is_tts:`."""
     tts_branch = links[k]
     inner = list(tts_branch.body.body)
@@ -301,7 +340,7 @@ def _wire_builder(links: list[cst.If], k: int, name: str, model_type: str) -> cs
             chain = _chain(stmt)
             if not isinstance(chain[-1].orelse, cst.Else):
                 raise ScaffoldError("serving_speech.py: the model-type chain in _prepare_speech_generation has no else")
-            branch = _builder_branch(name, model_type)
+            branch = _builder_branch(name, model_type, tokens)
             inner[j] = _rebuild(chain, branch.with_changes(orelse=chain[-1].orelse))
             new_branch = tts_branch.with_changes(body=tts_branch.body.with_changes(body=inner))
             return _rebuild(links[:k], new_branch)
@@ -318,7 +357,7 @@ def _unlink(chain_head: cst.If, branch: cst.If) -> cst.BaseStatement | None:
 
 
 def _unwire_prepare(func: cst.FunctionDef, name: str, model_type: str) -> cst.FunctionDef:
-    builder, label = _builder_branch(name, model_type), _label_branch(model_type)
+    builders, label = [_builder_branch(name, model_type, t) for t in (True, False)], _label_branch(model_type)
     stmts = list(func.body.body)
     for i, stmt in enumerate(stmts):
         if not isinstance(stmt, cst.If):
@@ -332,7 +371,10 @@ def _unwire_prepare(func: cst.FunctionDef, name: str, model_type: str) -> cst.Fu
                 continue
             inner = list(link.body.body)
             for j, x in enumerate(inner):
-                if isinstance(x, cst.If) and (unwired := _unlink(x, builder)) is not None:
+                unwired = next(
+                    (u for b in builders if isinstance(x, cst.If) and (u := _unlink(x, b)) is not None), None
+                )
+                if unwired is not None:
                     inner[j] = unwired
                     links[k] = link.with_changes(body=link.body.with_changes(body=inner))
                     stmts[i] = _rebuild(links[: k + 1], links[k].orelse)
@@ -384,6 +426,7 @@ class FivePointServing:
         if constant in _module_names(tree):
             return source  # idempotent: the model is wired already
         union, klass = _anchors(tree, rel)
+        tokens = "tokens_input(" in source  # how the tree builds prompts (0.18: plain dicts)
         edits = [Edit(*_span(union), _add_constant(constant, stage_keys))]
         done = {"constant", "union"}
         wired: set[str] = set()  # filled while the prepare edit runs
@@ -417,7 +460,9 @@ class FivePointServing:
                 edits.append(
                     Edit(
                         *_span(prepare),
-                        lambda mod: edit_method(mod, PREPARE, lambda f: _wire_prepare(f, name, model_type, wired)),
+                        lambda mod: edit_method(
+                            mod, PREPARE, lambda f: _wire_prepare(f, name, model_type, wired, tokens)
+                        ),
                         True,
                     )
                 )
@@ -447,17 +492,18 @@ class FivePointServing:
         if missing:
             raise ScaffoldError(f"serving_speech.py: could not find the anchor(s) for {', '.join(sorted(missing))}")
         if "prepare" in points or "methods" in points:
-            out = _add_missing_imports(out, rel, tree)
+            out = _add_missing_imports(out, rel, tree, tokens)
         return out
 
 
-def _add_missing_imports(source: str, rel: str, tree: ast.Module) -> str:
+def _add_missing_imports(source: str, rel: str, tree: ast.Module, tokens: bool = True) -> str:
     """`tokens_input` and `Any` are imported by every five-point release; add them only when absent.
 
     `tree` is the file before the edits (which add no imports), so it is not parsed again.
     """
     imported = {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
-    missing = [(mod, obj) for mod, obj in (("vllm.inputs", "tokens_input"), ("typing", "Any")) if obj not in imported]
+    needed = (("vllm.inputs", "tokens_input"), ("typing", "Any")) if tokens else (("typing", "Any"),)
+    missing = [(mod, obj) for mod, obj in needed if obj not in imported]
     if not missing:
         return source
     context = CodemodContext(filename=rel)
