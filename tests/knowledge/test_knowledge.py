@@ -14,7 +14,13 @@ from omnitts.knowledge.eras import ERAS, Integration, detect_profile
 from omnitts.knowledge.eras.base import read_tree_files
 from omnitts.knowledge.errors import TreeError
 from omnitts.knowledge.literals import NotLiteral, evaluate, module_constants
-from omnitts.knowledge.runner import CONSOLIDATION_ERAS, KNOWN_RELEASES, consolidation_for, contract_for
+from omnitts.knowledge.runner import (
+    CONSOLIDATION_ERAS,
+    KNOWN_RELEASES,
+    consolidation_for,
+    contract_for,
+    preprocess_id_keys,
+)
 from omnitts.scaffold.integration import CODEMODS
 
 INTEG = Integration(
@@ -47,7 +53,7 @@ def test_every_patch_names_a_codemod_and_its_inverse(era):
 def test_exactly_the_supported_releases_match_one_era(pristine, version):
     files = read_tree_files(pristine(version))
     matching = [str(era) for era in ERAS if era.matches(files)]
-    supported = version >= "0.20.0"
+    supported = version >= "0.18.0"
     assert len(matching) == (1 if supported else 0), matching
     if not supported:
         with pytest.raises(TreeError, match="unsupported vLLM-Omni layout"):
@@ -66,6 +72,15 @@ def test_runner_contract_table():
     with pytest.raises(ValueError, match="older than the oldest"):
         contract_for("0.12.0")
     assert {contract_for(v).consolidation_era for v in KNOWN_RELEASES} == set(CONSOLIDATION_ERAS)
+
+
+@pytest.mark.parametrize("version", KNOWN_RELEASES)
+def test_id_keys_read_from_the_tree_agree_with_the_runner_contract(pristine, version):
+    """The runner of 0.14-0.18 writes no request_id: a generated model keys on global_request_id there."""
+    keys = preprocess_id_keys(pristine(version))
+    v1 = contract_for(version).preprocess_id_key or "global_request_id"
+    assert keys[-1] == v1
+    assert keys[:-1] == (("req_id",) if contract_for(version).consolidation_era == "0.30" else ())
     assert consolidation_for("0.29.0") is consolidation_for("0.26")
 
 

@@ -85,14 +85,17 @@ def test_eras_detected_from_files(pristine, version, era, keys, deploy_name, bou
 
 @pytest.mark.parametrize(
     ("version", "era"),
-    [("0.14.0", "single-model serving"), ("0.16.0", "single-model serving"), ("0.18.0", "legacy stage_configs")],
+    [("0.14.0", "single-model serving"), ("0.16.0", "single-model serving")],
 )
 def test_older_eras_still_refused_with_the_reason(pristine, version, era):
     with pytest.raises(ScaffoldError) as info:
         detect_profile(pristine(version))
     message = str(info.value)
     assert era in message and version in message and "\n" not in message
-    assert "supports the five-point (0.20-0.22), hybrid adapters (0.24-0.26) and adapter-only (0.28-0.30)" in message
+    assert (
+        "supports the legacy stage_configs (0.18), five-point (0.20-0.22), hybrid adapters (0.24-0.26) and"
+        " adapter-only (0.28-0.30)" in message
+    )
 
 
 @pytest.mark.parametrize("version", HYBRID_RELEASES + ADAPTER_RELEASES)

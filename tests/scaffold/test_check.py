@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from omnitts.knowledge import layout
-from omnitts.knowledge.eras import ADAPTER, detect_profile
+from omnitts.knowledge.eras import ADAPTER, LEGACY, detect_profile
 from omnitts.scaffold.check import INCONSISTENT, MISSING, NA, PRESENT, check_model, check_view, tts_candidates
 from omnitts.scaffold.cli import main
 from omnitts.scaffold.index import TreeIndex
@@ -51,14 +51,16 @@ def test_real_gaps_are_reported(pristine):
     assert r020["qwen3_tts"].complete and r020["moss_tts_nano"].complete
 
 
-@pytest.mark.parametrize("version", ["0.20.0", "0.22.0", "0.24.0", "0.26.0", "0.28.0", "0.30.0"])
+@pytest.mark.parametrize("version", ["0.18.0", "0.20.0", "0.22.0", "0.24.0", "0.26.0", "0.28.0", "0.30.0"])
 def test_a_scaffolded_model_is_complete(work_tree, version):
     root = work_tree(version)
     profile = detect_profile(root)
     plan_new(profile, make_names("fresh_tts", "two-stage"), parallel=False).apply()
     (report,) = check_model(profile, "fresh_tts")
     assert report.complete, [(g.point, g.detail) for g in report.gaps]
-    expected = {"package", "pipeline", "deploy", "registry", "pipeline_registry", "hf_config", "processor"}
+    expected = {"package", "registry", "hf_config", "processor"}
+    # 0.18: the stage_args yaml is the topology (no pipeline.py, deploy/ or pipeline registry in that era).
+    expected |= {"stage_config"} if profile.era == LEGACY else {"pipeline", "deploy", "pipeline_registry"}
     expected |= (
         {"serving.constant", "serving.union", "serving.detect"} if profile.era != ADAPTER else {"adapter.detect"}
     )
@@ -68,8 +70,9 @@ def test_a_scaffolded_model_is_complete(work_tree, version):
         else {"serving.validate", "serving.build"}
     )
     if profile.has_sources:
-        expected |= {"examples", "tests", "hub_readme"}
+        expected |= {"examples", "tests"} | ({"hub_readme"} if version != "0.18.0" else set())  # 0.18: no hubs
     assert {r.point for r in report.results if r.status == PRESENT} == expected
+    assert {r.point for r in report.results} <= {p.id for p in profile.points}  # only the era's points
 
 
 def test_stage_key_in_the_pipeline_but_not_in_the_adapter_is_inconsistent(work_tree):

@@ -1,4 +1,5 @@
-"""`omnitts-scaffold new` on real releases: 0.20.0 (sdist from PyPI) and 0.22.0 (wheel from PyPI)."""
+"""`omnitts-scaffold new` on real releases: 0.18.0 (sdist, legacy stage_configs era), 0.20.0 (sdist from PyPI) and
+0.22.0 (wheel from PyPI)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def ruff_config_root(pristine):
     return pristine("0.20.0")
 
 
-@pytest.mark.parametrize("version", ["0.20.0", "0.22.0"])
+@pytest.mark.parametrize("version", ["0.18.0", "0.20.0", "0.22.0"])
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_new_integrates_cleanly(work_tree, version, pattern, ruff_config_root, capsys):
     root = work_tree(version)
@@ -51,11 +52,16 @@ def test_new_integrates_cleanly(work_tree, version, pattern, ruff_config_root, c
 
     assert main(["new", name, "--pattern", pattern, "--target", str(root)]) == 0
     changed = _changed(root)
-    expected_shared = SHARED | (HUBS if version == "0.20.0" else set())
+    legacy = version == "0.18.0"  # no pipeline registry, no hub READMEs; topology is a stage_args yaml
+    expected_shared = (SHARED - {"vllm_omni/config/pipeline_registry.py"} if legacy else SHARED) | (
+        HUBS if version == "0.20.0" else set()
+    )
     assert {f for f, s in changed.items() if s == "M"} == expected_shared
     created = [f for f, s in changed.items() if s == "??"]
-    assert f"vllm_omni/model_executor/models/{name}/pipeline.py" in created
-    assert f"vllm_omni/deploy/{name}.yaml" in created
+    topology = f"vllm_omni/model_executor/stage_configs/{name}.yaml" if legacy else f"vllm_omni/deploy/{name}.yaml"
+    assert topology in created
+    assert (f"vllm_omni/model_executor/models/{name}/pipeline.py" in created) is not legacy
+    assert not [f for f in created if f.startswith("vllm_omni/deploy/")] or not legacy
     assert f"tests/model_executor/models/{name}/test_{name}_streaming_contract.py" in created
     assert (f"vllm_omni/model_executor/stage_input_processors/{name}.py" in created) == (pattern == "two-stage")
     for rel in created + sorted(expected_shared):
@@ -84,9 +90,23 @@ def test_new_integrates_cleanly(work_tree, version, pattern, ruff_config_root, c
         assert detect(key, arch) == model_type
 
     # Deploy yaml: the AR stage pipelines concurrent requests; single stage never async-chunks.
-    deploy = yaml.safe_load((root / f"vllm_omni/deploy/{name}.yaml").read_text())
-    assert deploy["stages"][0]["max_num_seqs"] >= 4
+    deploy = yaml.safe_load((root / topology).read_text())
+    if legacy:  # stage_args schema: the entry stage is the one serving detects
+        stage0 = deploy["stage_args"][0]
+        assert stage0["engine_args"]["max_num_seqs"] >= 4
+        assert stage0["engine_args"]["model_stage"] == name
+        assert deploy["stage_args"][-1]["final_output_type"] == "audio"
+    else:
+        assert deploy["stages"][0]["max_num_seqs"] >= 4
     assert deploy["async_chunk"] is (pattern == "two-stage")
+
+    # Per-request state keys on the id this release's runner really provides (0.18: global_request_id only).
+    model_files = "\n".join(
+        (root / f).read_text() for f in created if f.startswith(f"vllm_omni/model_executor/models/{name}/")
+    )
+    if "_REQUEST_ID_KEYS" in model_files:
+        expected = '("global_request_id",)' if legacy else '("request_id",)'
+        assert f"_REQUEST_ID_KEYS: tuple[str, ...] = {expected}" in model_files
 
     # A second identical run changes nothing.
     snapshot = {f: (root / f).read_bytes() for f in changed}
@@ -112,12 +132,16 @@ def test_dry_run_writes_nothing_and_its_diff_applies(work_tree, hash_tree, capsy
     assert hash_tree(root) == applied
 
 
-def test_three_models_coexist_in_one_tree(work_tree):
-    root = work_tree("0.20.0")
+@pytest.mark.parametrize("version", ["0.18.0", "0.20.0"])
+def test_three_models_coexist_in_one_tree(work_tree, version, ruff_config_root):
+    root = work_tree(version)
     for pattern in PATTERNS:
         assert main(["new", f"co_{pattern.replace('-', '_')}", "--pattern", pattern, "--target", str(root)]) == 0
     detect = compile_detector((root / SERVING).read_text())
     assert [detect(f"co_{p.replace('-', '_')}") for p in PATTERNS] == [f"co_{p.replace('-', '_')}" for p in PATTERNS]
+    # 0.18's one-line `_TTS_MODEL_STAGES` union grows past 120 columns: it is re-shaped as ruff format would.
+    code, output = run_tree_ruff(root, [SERVING], config_root=ruff_config_root)
+    assert code == 0, output
 
 
 def test_commit_signs_off(work_tree):

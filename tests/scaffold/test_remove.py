@@ -14,7 +14,7 @@ from omnitts.scaffold.naming import PATTERNS, make_names
 from omnitts.scaffold.new import plan_new
 from omnitts.scaffold.remove import plan_remove
 
-SUPPORTED = ["0.20.0", "0.22.0", "0.24.0", "0.26.0", "0.28.0", "0.30.0"]
+SUPPORTED = ["0.18.0", "0.20.0", "0.22.0", "0.24.0", "0.26.0", "0.28.0", "0.30.0"]
 
 
 @pytest.mark.parametrize("version", SUPPORTED)
@@ -33,7 +33,7 @@ def test_new_then_remove_is_byte_identical(work_tree, hash_tree, capsys, version
     assert main(["remove", name, "--target", str(root)]) == 2  # nothing left: the folder is gone
 
 
-@pytest.mark.parametrize("version", ["0.20.0", "0.26.0", "0.30.0"])
+@pytest.mark.parametrize("version", ["0.18.0", "0.20.0", "0.26.0", "0.30.0"])
 def test_removing_the_first_of_two_models_leaves_the_second_as_if_alone(
     work_tree, pristine, tmp_path, hash_tree, version
 ):
