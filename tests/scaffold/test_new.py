@@ -76,7 +76,13 @@ def test_new_integrates_cleanly(work_tree, version, pattern, ruff_config_root, c
         ["git", "diff", "-U0", "--", *sorted(expected_shared)], cwd=root, capture_output=True, text=True
     ).stdout
     body = [line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
-    assert body and all(line.startswith("+") for line in body), [line for line in body if line.startswith("-")][:5]
+    removed = [line for line in body if line.startswith("-")]
+    if legacy:  # 0.18's union is one line: growing it rewrites that line, every operand stays
+        union = [line for line in removed if line.startswith("-_TTS_MODEL_STAGES: set[str] = ")]
+        removed = [line for line in removed if line not in union]
+        operands = union[0].split(" = ", 1)[1].split(" | ") if union else []
+        assert len(union) == 1 and all(any(op in line for line in body if line[0] == "+") for op in operands)
+    assert body and not removed, removed[:5]
 
     # The tree's own ruff (the version its pre-commit pins) with its own config.
     py_files = [f for f in created + sorted(expected_shared) if f.endswith(".py")]
