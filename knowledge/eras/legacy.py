@@ -60,3 +60,7 @@ class LegacyStageConfigs(B.Era):
 
     def pipeline_patches(self, key: str, module: str, var: str) -> list[B.PatchSpec]:
         return []  # no pipeline registry in this era
+
+    @staticmethod
+    def registered_pipeline(value, imports: dict[str, str]) -> tuple[str, str] | None:
+        return None
