@@ -64,12 +64,12 @@ def test_not_a_tree(tmp_path, capsys, hash_tree):
 def test_unsupported_era(work_tree, capsys, hash_tree):
     _refused(
         capsys,
-        work_tree("0.18.0"),
+        work_tree("0.16.0"),  # 0.18 is written since the legacy stage_configs era exists
         hash_tree,
         "x_tts",
         "--pattern",
         "two-stage",
-        match="legacy stage_configs (0.18) era",
+        match="single-model serving (0.14-0.16) era",
     )
 
 
