@@ -171,7 +171,9 @@ def record(request):
         if payload:
             request.node.user_properties.append(("omnitts_metrics", _jsonable(payload)))
         if extra_checks:
-            request.node.user_properties.append(("omnitts_extra", dict(extra_checks)))
+            from omnitts.validators.checkids import require
+
+            request.node.user_properties.append(("omnitts_extra", {require(k): v for k, v in extra_checks.items()}))
 
     return _record
 
@@ -180,8 +182,10 @@ def record(request):
 def _omnitts_tag(request):
     mark = request.node.get_closest_marker(CHECK_MARK)
     if mark is not None and "model_name" in request.fixturenames:
+        from omnitts.validators.checkids import require
+
         model = request.getfixturevalue("model_name")
-        request.node.user_properties.append(("omnitts_check", {"check": mark.args[0], "model": model}))
+        request.node.user_properties.append(("omnitts_check", {"check": require(mark.args[0]), "model": model}))
     yield
 
 
