@@ -23,7 +23,7 @@ mkdir -p "$OUT"
 SHIM="$(mktemp -d)"
 trap 'rm -rf "$SHIM"' EXIT
 mkdir -p "$SHIM/omnitts"
-for d in validators reference_models templates scaffold; do
+for d in knowledge validators reference_models templates scaffold; do
   [ -d "$REPO/$d" ] && ln -s "$REPO/$d" "$SHIM/omnitts/$d"
 done
 export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
