@@ -9,7 +9,7 @@ import torch
 from omnitts.validators import checkids
 from omnitts.validators.runtime.scenarios import offline_audio
 
-pytestmark = pytest.mark.usefixtures("model_name")
+pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 
 @pytest.mark.omnitts_check(checkids.I2_CONSUMER_FORMS)

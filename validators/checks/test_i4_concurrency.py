@@ -8,7 +8,7 @@ from omnitts.validators import checkids
 from omnitts.validators.runtime.diagnose import compare, crosstalk
 from omnitts.validators.runtime.scenarios import compositions
 
-pytestmark = pytest.mark.usefixtures("model_name")
+pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 
 @pytest.mark.omnitts_check(checkids.I4_CONCURRENCY)

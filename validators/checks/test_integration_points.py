@@ -7,7 +7,7 @@ import pytest
 
 from omnitts.validators import checkids
 
-pytestmark = pytest.mark.usefixtures("model_name")
+pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 # checklist tick -> the scaffold check's points that make it up
 _TICKS = {

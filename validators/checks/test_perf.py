@@ -8,7 +8,7 @@ import pytest
 
 from omnitts.validators import checkids
 
-pytestmark = pytest.mark.usefixtures("model_name")
+pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 
 @pytest.mark.omnitts_check(checkids.PERF_RTF_TTFA)

@@ -10,7 +10,7 @@ import pytest
 
 from omnitts.validators import checkids
 
-pytestmark = pytest.mark.usefixtures("model_name")
+pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 
 def _call(fn, **avail):
