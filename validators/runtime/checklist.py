@@ -44,6 +44,7 @@ from omnitts.validators.checkids import (
     STATIC_I3,
     STATIC_I5,
     STATIC_LINT,
+    producer,
 )
 
 # (item id, section, text, checks that tick it)
@@ -197,7 +198,7 @@ ITEMS: list[tuple[str, str, str, tuple[str, ...]]] = [
     ),
 ]
 
-# Items whose wording departs from the guide, and why (rendered under the item).
+# Why an item departs from the guide's wording or has no check (rendered under the item).
 WHY: dict[str, str] = {
     "P2.5": (
         "No check ticks this item: OMNI-INT-001 checks the AR stage (where one sequence serialises concurrent"
@@ -224,6 +225,8 @@ def tick(results: dict[str, str], pattern: str | None = None) -> list[dict]:
     na = NOT_APPLICABLE.get(pattern or "", set())
     for item_id, section, text, checks in ITEMS:
         ran = {c: results[c] for c in checks if c in results}
+        # a tick whose producing check was skipped (e.g. integration.points outside a tree) counts as skipped
+        ran.update({c: "skipped" for c in checks if c not in results and results.get(producer(c)) == "skipped"})
         failed = sorted(c for c, s in ran.items() if s == "failed")
         passed = [c for c, s in ran.items() if s == "passed"]
         if item_id in na:
@@ -274,7 +277,7 @@ def render_markdown(model: str, rows: list[dict], header: str = "") -> str:
             note = " — manual"
         out.append(f"- {box} {r['text']}{note}")
         if r.get("why"):
-            out.append(f"  - *Why this wording:* {r['why']}")
+            out.append(f"  - *Why:* {r['why']}")
     return "\n".join(out) + "\n"
 
 
