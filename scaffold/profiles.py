@@ -158,6 +158,9 @@ class LayoutProfile:
     adapter_detection: bool = False
     # serving_speech._resolve_ref_audio returns (wav, sr, cache_key) (0.28+) instead of (wav, sr).
     ref_audio_cache_key: bool = False
+    # Omni.generate() yields OmniRequestOutput subclassing vLLM's RequestOutput (0.28+: `.outputs` on it) rather
+    # than a wrapper whose `.request_output` holds the RequestOutput.
+    flat_request_output: bool = False
 
     def path(self, rel: str) -> Path:
         return self.root / rel
@@ -218,6 +221,15 @@ def _class_fields(source: str, class_name: str) -> set[str]:
     return out
 
 
+def _flat_request_output(root: Path) -> bool:
+    """True where the release's OmniRequestOutput is itself a vLLM RequestOutput (read from its class bases)."""
+    for rel in (f"{PKG}/outputs/__init__.py", f"{PKG}/outputs.py"):
+        source = _read(root / rel)
+        if source:
+            return re.search(r"^class OmniRequestOutput\((\w+\.)?RequestOutput\)", source, re.M) is not None
+    return False
+
+
 def tree_version(root: Path) -> str | None:
     """Release version for messages only (eras are detected from files)."""
     for meta in [root / "PKG-INFO", *sorted(root.glob("vllm_omni-*.dist-info/METADATA"))]:
@@ -274,6 +286,7 @@ def detect_profile(root: Path) -> LayoutProfile:
         request_id_keys=("req_id", "request_id") if worker_v2 else ("request_id",),
         deploy_name_field="default_deploy_config_name" in _class_fields(_read(root / STAGE_CONFIG), "PipelineConfig"),
         adapter_token_bounds="max_new_tokens_max" in _class_fields(adapter_base, "TTSModelAdapter"),
+        flat_request_output=_flat_request_output(root),
         ref_audio_cache_key=bool(re.search(r"def _resolve_ref_audio\(self[^)]*\)\s*->\s*tuple\[.*,\s*str\]:", serving)),
     )
     consolidation_new = ("vllm_omni.outputs.output_processor", "OmniRequestState._consolidate_multimodal_tensors")
