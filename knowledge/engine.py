@@ -39,8 +39,19 @@ class EngineRecipe:
     @property
     def fingerprint(self) -> str:
         """Changes whenever the recipe does, so a cached environment built from an older one is rebuilt."""
-        return repr((self.release, self.torch, self.vllm, self.repins, self.omni_deps, self.uninstall,
-                     self.hide_c_extensions, self.guard_fake_ops, _NEUTRALISER_VERSION))
+        return repr(
+            (
+                self.release,
+                self.torch,
+                self.vllm,
+                self.repins,
+                self.omni_deps,
+                self.uninstall,
+                self.hide_c_extensions,
+                self.guard_fake_ops,
+                _NEUTRALISER_VERSION,
+            )
+        )
 
 
 _NEUTRALISER_VERSION = 1
@@ -54,8 +65,16 @@ _RECIPES: dict[str, EngineRecipe] = {
         torch="torch==2.13.0",
         vllm=vllm_requirement("0.30.0", cpu=True),
         repins=("transformers==5.14.1", "tokenizers==0.22.2"),
-        omni_deps=("aenum==3.1.16", "omegaconf==2.4.0", "prettytable==3.18.0", "wcwidth", "janus==2.0.0",
-                   "diffusers==0.40.0", "soundfile==0.14.0", "av==18.1.0"),
+        omni_deps=(
+            "aenum==3.1.16",
+            "omegaconf==2.4.0",
+            "prettytable==3.18.0",
+            "wcwidth",
+            "janus==2.0.0",
+            "diffusers==0.40.0",
+            "soundfile==0.14.0",
+            "av==18.1.0",
+        ),
         env=dict(ENGINE_ENV),
     ),
 }
@@ -70,8 +89,9 @@ def recipe(release: str) -> EngineRecipe:
     found = _RECIPES.get(release)
     if found is None:
         why = pairing(release).note or "no CPU engine recipe measured for it"
-        raise NoCpuEngine(f"vLLM-Omni {release} has no CPU engine tier ({why}); releases with one: "
-                          f"{', '.join(sorted(_RECIPES))}")
+        raise NoCpuEngine(
+            f"vLLM-Omni {release} has no CPU engine tier ({why}); releases with one: {', '.join(sorted(_RECIPES))}"
+        )
     return found
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 CHECK_MARK = "omnitts_check"
+# The engine tier's options (--engine) and fixtures live in their own module.
+pytest_plugins = ("omnitts.validators.engine.pytest_options",)
 
 
 def pytest_addoption(parser):

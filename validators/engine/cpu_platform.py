@@ -64,7 +64,6 @@ def activate() -> str | None:
 def _platform_class():
     import torch
     from vllm.platforms.cpu import CpuPlatform
-
     from vllm_omni.platforms.interface import OmniPlatform, OmniPlatformEnum
 
     class CpuOmniPlatform(OmniPlatform, CpuPlatform):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -26,7 +25,7 @@ try:
 except ImportError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-from omnitts.knowledge.engine import NoCpuEngine, OMNI_PLATFORM_PLUGINS_GROUP, EngineRecipe, recipe
+from omnitts.knowledge.engine import OMNI_PLATFORM_PLUGINS_GROUP, EngineRecipe, NoCpuEngine, recipe
 from omnitts.scaffold.releases import cache_lock, cache_root
 
 READY = ".omnitts-engine-ready.json"
@@ -63,8 +62,12 @@ def _run(step: str, cmd: list[str], log) -> None:
 
 
 def _site_packages(py: Path) -> Path:
-    out = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return Path(out.stdout.strip())
 
 
@@ -90,10 +93,9 @@ def _guard_fake_ops(site: Path, package: str) -> list[str]:
             guarded += 1
         else:
             out.append(line)
-    header = (f"{marker}\n"
-              "def _omnitts_has_ops():\n"
-              "    from torchvision.extension import _has_ops\n"
-              "    return _has_ops()\n\n")
+    header = (
+        f"{marker}\ndef _omnitts_has_ops():\n    from torchvision.extension import _has_ops\n    return _has_ops()\n\n"
+    )
     # after the module's __future__ import / docstring there are only imports; prepend after them is not
     # needed because the guard imports lazily.
     body = "".join(out)
@@ -144,8 +146,13 @@ def _build(rec: EngineRecipe, venv: Path, log) -> dict:
         neutralised[name] = _guard_fake_ops(site, name)
     _run("import check", [str(py), "-c", SMOKE], log)
     frozen = subprocess.run([str(py), "-m", "pip", "freeze"], capture_output=True, text=True).stdout.split()
-    return {"fingerprint": rec.fingerprint, "release": rec.release, "seconds": round(time.monotonic() - started),
-            "neutralised": neutralised, "freeze": frozen}
+    return {
+        "fingerprint": rec.fingerprint,
+        "release": rec.release,
+        "seconds": round(time.monotonic() - started),
+        "neutralised": neutralised,
+        "freeze": frozen,
+    }
 
 
 def _ready(venv: Path, rec: EngineRecipe) -> dict | None:

@@ -56,13 +56,16 @@ def _byte_tokenizer(config):
     vocab = {ch: token_id for token_id, ch in representative.items()}
     start = "<audio_start>"
     vocab[start] = config.audio_start_token_id
+    # The other special ids get names too, so the saved vocabulary has no holes.
+    reserved = [f"<special_{i}>" for i in range(special) if i not in vocab.values()]
+    vocab.update({name: int(name[9:-1]) for name in reserved})
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=start))
     tok.normalizer = normalizers.Sequence([normalizers.ByteLevel(), *replaces])
     tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     tok.post_processor = processors.TemplateProcessing(
         single=f"$A {start}", special_tokens=[(start, config.audio_start_token_id)]
     )
-    tok.add_special_tokens([start])
+    tok.add_special_tokens([start, *reserved])
     return tok
 
 
@@ -110,8 +113,13 @@ def build(tree: Path, model: str, out: Path) -> dict:
                 module = cls(config=config)
             tensors.update({f"{name}.{k}": v.detach().contiguous().clone() for k, v in module.state_dict().items()})
     save_file(tensors or {"placeholder": torch.zeros(1)}, str(out / "model.safetensors"))
-    info = {"dir": str(out), "model_type": meta.get("model_type"), "arch": meta.get("model_arch"),
-            "tensors": len(tensors), "probe_ids": got}
+    info = {
+        "dir": str(out),
+        "model_type": meta.get("model_type"),
+        "arch": meta.get("model_arch"),
+        "tensors": len(tensors),
+        "probe_ids": got,
+    }
     (out / "omnitts_modeldir.json").write_text(json.dumps(info, indent=1))
     return info
 

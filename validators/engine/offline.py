@@ -46,7 +46,6 @@ def _request(text: str) -> dict:
 
 def run(model_dir: str, plan: dict, out: Path) -> dict:
     import numpy as np
-
     from vllm_omni import Omni
 
     started = time.monotonic()
@@ -68,15 +67,26 @@ def run(model_dir: str, plan: dict, out: Path) -> dict:
                 finals = [o for o in outputs if getattr(o, "final_output_type", "audio") == "audio" and o.finished]
                 if len(finals) != len(texts):
                     raise RuntimeError(f"{name}: {len(texts)} requests gave {len(finals)} final audio outputs")
-                order = sorted(finals, key=lambda o: int(str(o.request_id).split("_")[0])
-                               if str(o.request_id).split("_")[0].isdigit() else 0)
+                order = sorted(
+                    finals,
+                    key=lambda o: (
+                        int(str(o.request_id).split("_")[0]) if str(o.request_id).split("_")[0].isdigit() else 0
+                    ),
+                )
                 for text, output in zip(texts, order, strict=True):
                     wave, sr = _audio(output)
                     index = len(rows)
                     (out / name).mkdir(parents=True, exist_ok=True)
                     np.save(out / name / f"{index}.npy", wave)
-                    rows.append({"text": text, "request_id": str(output.request_id), "sr": sr,
-                                 "samples": int(wave.size), "seconds": wave.size / sr if sr else None})
+                    rows.append(
+                        {
+                            "text": text,
+                            "request_id": str(output.request_id),
+                            "sr": sr,
+                            "samples": int(wave.size),
+                            "seconds": wave.size / sr if sr else None,
+                        }
+                    )
             result["scenarios"][name] = {"rows": rows, "wall_s": round(time.monotonic() - t0, 3)}
     except Exception as exc:  # recorded for the check that needs it
         result["error"] = f"{type(exc).__name__}: {exc}"

@@ -10,10 +10,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -56,20 +58,46 @@ class EngineEnv:
 
     def run(self, args: list[str], *, timeout: float, log: Path) -> subprocess.CompletedProcess:
         with log.open("w") as fh:
-            proc = subprocess.run([str(self.python), *args], env=self.env(), stdout=fh, stderr=subprocess.STDOUT,
-                                  timeout=timeout, cwd=str(log.parent))
+            proc = subprocess.run(
+                [str(self.python), *args],
+                env=self.env(),
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+                cwd=str(log.parent),
+            )
         return proc
 
     def model_dir(self, model: str, out: Path, *, timeout: float = 300) -> Path:
         """A loadable model directory for a tiny scaffolded model (built once per directory)."""
         if (out / "omnitts_modeldir.json").is_file():
             return out
-        log = out.parent / f"{out.name}.modeldir.log"
         out.parent.mkdir(parents=True, exist_ok=True)
-        proc = self.run(["-m", "omnitts.validators.engine.modeldir", "--tree", str(self.tree), "--model", model,
-                         "--out", str(out)], timeout=timeout, log=log)
+        log = out.parent / f"{out.name}.modeldir.log"
+        # Built into a temporary sibling and renamed: a directory that exists is complete (parallel sessions race
+        # harmlessly; the loser's copy is dropped).
+        partial = Path(tempfile.mkdtemp(prefix=f"{out.name}.", dir=out.parent))
+        proc = self.run(
+            [
+                "-m",
+                "omnitts.validators.engine.modeldir",
+                "--tree",
+                str(self.tree),
+                "--model",
+                model,
+                "--out",
+                str(partial),
+            ],
+            timeout=timeout,
+            log=log,
+        )
         if proc.returncode != 0:
+            shutil.rmtree(partial, ignore_errors=True)
             raise EngineError(f"building the model directory of {model} failed:\n{_tail(log.read_text())}")
+        try:
+            partial.rename(out)
+        except OSError:
+            shutil.rmtree(partial, ignore_errors=True)
         return out
 
     def offline(self, model_dir: Path, plan: dict, out: Path, *, timeout: float = 600) -> dict:
@@ -78,8 +106,20 @@ class EngineEnv:
         (out / "plan.json").write_text(json.dumps(plan))
         log = out / "offline.log"
         try:
-            self.run(["-m", "omnitts.validators.engine.offline", "--model-dir", str(model_dir), "--plan",
-                      str(out / "plan.json"), "--out", str(out)], timeout=timeout, log=log)
+            self.run(
+                [
+                    "-m",
+                    "omnitts.validators.engine.offline",
+                    "--model-dir",
+                    str(model_dir),
+                    "--plan",
+                    str(out / "plan.json"),
+                    "--out",
+                    str(out),
+                ],
+                timeout=timeout,
+                log=log,
+            )
         except subprocess.TimeoutExpired:
             return {"error": f"offline Omni did not finish in {timeout:.0f} s", "log": _tail(log.read_text())}
         result_file = out / "result.json"
@@ -113,15 +153,30 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, *, timeout: float = 300) -> Server:
-        cmd = [str(self.env.python), "-c", "import sys; from vllm_omni.entrypoints.cli.main import main; "
-               "sys.argv[0] = 'vllm-omni'; sys.exit(main())",
-               "serve", str(self.model_dir), "--omni", "--host", "127.0.0.1", "--port", str(self.port)]
+        cmd = [
+            str(self.env.python),
+            "-c",
+            "import sys; from vllm_omni.entrypoints.cli.main import main; sys.argv[0] = 'vllm-omni'; sys.exit(main())",
+            "serve",
+            str(self.model_dir),
+            "--omni",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
         self.log.parent.mkdir(parents=True, exist_ok=True)
         fh = self.log.open("w")
         started = time.monotonic()
         # Own process group: stop() ends the server and every engine process it spawned.
-        self.proc = subprocess.Popen(cmd, env=self.env.env(), stdout=fh, stderr=subprocess.STDOUT,
-                                     cwd=str(self.log.parent), start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            env=self.env.env(),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            cwd=str(self.log.parent),
+            start_new_session=True,
+        )
         fh.close()
         while time.monotonic() - started < timeout:
             if self.proc.poll() is not None:

@@ -100,7 +100,9 @@ def init_weights_from_seed(module: nn.Module, seed: int, head_gain: float = 4.0,
 
     Values are drawn on the CPU from ``seed`` in parameter order and then copied to wherever the parameters live, so
     CPU and CUDA runs start from identical weights. Every draw names ``device="cpu"``: vLLM builds the model under a
-    default-device context (CUDA on a GPU), where a CPU generator would otherwise meet a CUDA ``randn``. Norm weights are ones and 1-D parameters (biases) zeros;
+    default-device context (CUDA on a GPU), where a CPU generator would otherwise meet a CUDA ``randn``.
+
+    Norm weights are ones and 1-D parameters (biases) zeros;
     matrices are normal with std ``gain / sqrt(fan_in)``, where output heads (``*head``, ``heads.<k>``) get
     ``head_gain`` (wide greedy argmax margins) and convolutions ``conv_gain`` (keeps the waveform's level through the
     upsampling stack).
