@@ -96,6 +96,28 @@ def test_engine_offline_text_reaches_the_model(engine):
     assert not same, "I4 (offline Omni): the text does not reach the model: " + "; ".join(same)
 
 
+@pytest.mark.omnitts_engine("offline")
+@pytest.mark.omnitts_check("i2.consumer_forms")
+def test_engine_offline_example_runs(engine, record):
+    """The model's offline example, run on the real engine, reads the release's real output types and writes
+    one WAV of the right sample rate."""
+    import soundfile as sf
+
+    result = _offline(engine)
+    example = result.get("example")
+    if example is None:
+        pytest.fail(
+            f"no offline example in the tree for {engine.model} (examples/offline_inference/...)", pytrace=False
+        )
+    assert "error" not in example, (
+        f"the offline example fails on the real engine: {example['error']}\n" + (example.get("traceback", "")[-1500:])
+    )
+    assert len(example["wavs"]) == 1, f"the example wrote {example['wavs']}"
+    info = sf.info(example["wavs"][0])
+    record(example_seconds=round(info.duration, 3))
+    assert info.samplerate == engine.sample_rate and info.frames > 0, f"example WAV: {info}"
+
+
 # ---------------------------------------------------------------------------------------------- server
 
 
@@ -203,6 +225,7 @@ BAD_REQUESTS = {
     "unsupported format": {"input": "Hello.", "response_format": "xyz"},
     "streaming a compressed format": {"input": "Hello.", "response_format": "mp3", "stream": True},
     "negative max_new_tokens": {"input": "Hello.", "max_new_tokens": -1},
+    "oversized input": {"input": "x" * 100_000},
 }
 
 

@@ -39,9 +39,44 @@ def _audio(output):
 
 
 def _request(text: str) -> dict:
-    # The text is the prompt (tokenized by the engine) and also in additional_information, as the scaffold's
-    # example sends it.
+    # Without an example of the model's own: the text is the prompt (tokenized by the engine) and also in
+    # additional_information, as the scaffold's example sends it.
     return {"prompt": text, "additional_information": {"text": [text]}}
+
+
+def _load_example(path: str | None):
+    """The model's offline example as a module (its ``build_request`` builds every request of the plan)."""
+    if not path:
+        return None
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("omnitts_engine_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run_example(example, omni, out: Path, text: str) -> dict:
+    """Run the example's own ``main()`` on the running engine (its ``Omni`` is the one already started), as a
+    contributor would run the script: whatever output types it reads must be the release's real ones."""
+    import argparse
+
+    wav_dir = out / "example"
+    args = argparse.Namespace(
+        model=None,
+        text=text,
+        max_new_tokens=None,
+        seed=42,
+        output_dir=str(wav_dir),
+        deploy_config=None,
+        stage_init_timeout=300,
+    )
+    example.Omni = lambda *a, **k: omni
+    try:
+        example.main(args)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    return {"wavs": sorted(str(p) for p in wav_dir.glob("*.wav"))}
 
 
 def run(model_dir: str, plan: dict, out: Path) -> dict:
@@ -53,6 +88,9 @@ def run(model_dir: str, plan: dict, out: Path) -> dict:
     result: dict = {"startup_s": round(time.monotonic() - started, 2), "scenarios": {}}
     scenarios = {"solo": [[t] for t in plan["texts"]]}
     scenarios.update({f"batch{i}": texts for i, texts in enumerate(plan.get("batches", []))})
+    example = _load_example(plan.get("example"))
+    build = example.build_request if example is not None and hasattr(example, "build_request") else _request
+    result["requests_from"] = "example" if build is not _request else "omnitts"
     try:
         for name, groups in scenarios.items():
             if name == "solo":
@@ -63,7 +101,7 @@ def run(model_dir: str, plan: dict, out: Path) -> dict:
             t0 = time.monotonic()
             for texts in calls:
                 # Sampling parameters: each stage's defaults from the model's deploy config (greedy there).
-                outputs = omni.generate([_request(t) for t in texts], None, use_tqdm=False)
+                outputs = omni.generate([build(t) for t in texts], None, use_tqdm=False)
                 finals = [o for o in outputs if getattr(o, "final_output_type", "audio") == "audio" and o.finished]
                 if len(finals) != len(texts):
                     raise RuntimeError(f"{name}: {len(texts)} requests gave {len(finals)} final audio outputs")
@@ -88,6 +126,8 @@ def run(model_dir: str, plan: dict, out: Path) -> dict:
                         }
                     )
             result["scenarios"][name] = {"rows": rows, "wall_s": round(time.monotonic() - t0, 3)}
+        if example is not None:
+            result["example"] = _run_example(example, omni, out, plan["texts"][0])
     except Exception as exc:  # recorded for the check that needs it
         result["error"] = f"{type(exc).__name__}: {exc}"
         result["traceback"] = traceback.format_exc()

@@ -86,6 +86,9 @@ class EngineModel:
                 "batches": [texts[:4], list(reversed(texts)), [texts[0], texts[2], texts[0], texts[4]]],
                 "stage_init_timeout": int(self.timeout),
             }
+            example = self.tree / "examples" / "offline_inference" / "text_to_speech" / self.model / "end2end.py"
+            if example.is_file():
+                plan["example"] = str(example)
             self._offline = self.env.offline(self.model_dir, plan, self.work / "offline", timeout=self.timeout)
         return self._offline
 
