@@ -28,6 +28,7 @@ EXPECTED = {  # engine checks per tier (validators/checks/test_engine_tier.py)
         "test_engine_offline_duration_and_sr",
         "test_engine_offline_concurrent_equals_solo",
         "test_engine_offline_text_reaches_the_model",
+        "test_engine_offline_example_runs",
     },
     "server": {
         "test_engine_server_response_formats",
