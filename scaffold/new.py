@@ -137,7 +137,9 @@ def plan_new(
 ) -> Plan:
     root = profile.root
     plan = Plan(root)
-    ctx = template_context(names, request_id_keys=profile.request_id_keys)
+    ctx = template_context(
+        names, request_id_keys=profile.request_id_keys, flat_request_output=profile.flat_request_output
+    )
     _refuse_taken_names(profile, names)
     registry = (
         compile_adapter_registry(read_adapter_sources(root / layout.ADAPTERS)) if profile.point("adapter") else None
