@@ -16,7 +16,6 @@ import base64
 import http.client
 import itertools
 import json
-import socket
 import statistics
 import threading
 import time
@@ -86,12 +85,24 @@ def send(base: str, method: str, path: str, body: dict | None, *, timeout: float
             reads.append((now, piece))
             if now > timeout:
                 raise TimeoutError
-    except (TimeoutError, socket.timeout):
-        return Answer(status, headers, b"".join(p for _, p in reads), reads, time.perf_counter() - started,
-                      f"no complete answer within {timeout:g} s (hung connection)")
+    except TimeoutError:
+        return Answer(
+            status,
+            headers,
+            b"".join(p for _, p in reads),
+            reads,
+            time.perf_counter() - started,
+            f"no complete answer within {timeout:g} s (hung connection)",
+        )
     except (OSError, http.client.HTTPException) as exc:
-        return Answer(status, headers, b"".join(p for _, p in reads), reads, time.perf_counter() - started,
-                      f"transport error: {type(exc).__name__}: {exc}")
+        return Answer(
+            status,
+            headers,
+            b"".join(p for _, p in reads),
+            reads,
+            time.perf_counter() - started,
+            f"transport error: {type(exc).__name__}: {exc}",
+        )
     finally:
         conn.close()
     return Answer(status, headers, b"".join(p for _, p in reads), reads, time.perf_counter() - started)
@@ -104,9 +115,7 @@ def sse_events(reads: list[tuple[float, bytes]]) -> list[tuple[float, str, dict]
         buffer += piece
         while b"\n\n" in buffer:
             block, buffer = buffer.split(b"\n\n", 1)
-            fields = dict(
-                line.split(": ", 1) for line in block.decode("utf-8", "replace").splitlines() if ": " in line
-            )
+            fields = dict(line.split(": ", 1) for line in block.decode("utf-8", "replace").splitlines() if ": " in line)
             if "event" in fields or "data" in fields:
                 try:
                     data = json.loads(fields.get("data", "{}"))
@@ -123,7 +132,7 @@ def underrun(arrivals: list[float], sizes: list[int], bytes_per_s: float) -> tup
     if not arrivals or bytes_per_s <= 0:
         return 0.0, 0
     worst, count, received = 0.0, 0, 0
-    for i, (at, size) in enumerate(zip(arrivals, sizes)):
+    for i, (at, size) in enumerate(zip(arrivals, sizes, strict=True)):
         if i:
             deficit = ((at - arrivals[0]) * bytes_per_s - received) / bytes_per_s
             if deficit > 0:
@@ -251,9 +260,13 @@ class Probe:
             if self.nondeterministic is None:
                 again = self.speech({"input": text, "response_format": "pcm"})
                 ok, how = _same(self.pcm(again), self.solo[text]) if again.status == 200 else (False, again.brief())
-                self.nondeterministic = "" if ok else (
-                    f"two identical solo requests differ ({how}): the server is not deterministic, so equality "
-                    "cannot be checked; make it so (e.g. --seed 0, or greedy sampling in --extra)"
+                self.nondeterministic = (
+                    ""
+                    if ok
+                    else (
+                        f"two identical solo requests differ ({how}): the server is not deterministic, so equality "
+                        "cannot be checked; make it so (e.g. --seed 0, or greedy sampling in --extra)"
+                    )
                 )
         return self.solo[text]
 
@@ -296,9 +309,11 @@ class Probe:
                 samples, sr = audio.decode(fmt, answer.body, self.sample_rate, engine_python=self.av_python)
             except Exception as exc:
                 row["error"] = str(exc)
-                hint = " (PyAV is not importable here; --av-python PY decodes with another Python)" if (
-                    fmt in LOSSY and self.av_python is None and not _has_av()
-                ) else ""
+                hint = (
+                    " (PyAV is not importable here; --av-python PY decodes with another Python)"
+                    if (fmt in LOSSY and self.av_python is None and not _has_av())
+                    else ""
+                )
                 problems.append(f"{fmt}: not decodable here: {exc}{hint}")
                 continue
             seconds = samples.size / sr if sr else 0.0
@@ -324,9 +339,8 @@ class Probe:
         if self.nondeterministic:
             details["note"] = self.nondeterministic
         message = "; ".join(problems) or (
-            f"{', '.join(self.formats)} decode at {self.sample_rate} Hz with {want:.3f} s" + (
-                " (durations not compared: server not deterministic)" if self.nondeterministic else ""
-            )
+            f"{', '.join(self.formats)} decode at {self.sample_rate} Hz with {want:.3f} s"
+            + (" (durations not compared: server not deterministic)" if self.nondeterministic else "")
         )
         return not problems, message, details
 
@@ -334,7 +348,11 @@ class Probe:
         text = TEXTS[1]
         whole = self.reference(text)
         sr = self._need_sample_rate()
-        details = {"whole_seconds": round(whole.size / sr, 4), "modes": {}, "audio": self.save("stream-whole", whole, sr)}
+        details = {
+            "whole_seconds": round(whole.size / sr, 4),
+            "modes": {},
+            "audio": self.save("stream-whole", whole, sr),
+        }
         problems, modes = [], self.stream_formats
         tried = ("sse", "audio") if modes is None else modes
         if not tried:
@@ -376,8 +394,10 @@ class Probe:
                 continue
             ok, how = _same(streamed, whole)
             if not ok:
-                kind = "truncated" if streamed.size < whole.size and _same(streamed, whole[: streamed.size])[0] else (
-                    "replayed/extra audio" if streamed.size > whole.size else "different audio"
+                kind = (
+                    "truncated"
+                    if streamed.size < whole.size and _same(streamed, whole[: streamed.size])[0]
+                    else ("replayed/extra audio" if streamed.size > whole.size else "different audio")
                 )
                 problems.append(f"stream ({mode}) concatenated differs from the non-streamed audio: {kind}, {how}")
         if problems and self.nondeterministic:
@@ -397,7 +417,7 @@ class Probe:
         for name, batch in rounds.items():
             answers = self._at_once([{"input": t, "response_format": "pcm"} for t in batch])
             rows = details["rounds"][name] = []
-            for i, (text, answer) in enumerate(zip(batch, answers)):
+            for i, (text, answer) in enumerate(zip(batch, answers, strict=True)):
                 row = {"text": text, "status": answer.status}
                 rows.append(row)
                 if answer.status != 200 or answer.error:
@@ -411,7 +431,11 @@ class Probe:
                     problems.append(f"{name}: {text!r} differs from its solo run: {how}")
         if problems and self.nondeterministic:
             problems.append(self.nondeterministic)
-        return not problems, "; ".join(problems) or "4 and 8 concurrent requests equal their solo runs; texts distinct", details
+        return (
+            not problems,
+            "; ".join(problems) or "4 and 8 concurrent requests equal their solo runs; texts distinct",
+            details,
+        )
 
     def check_bad_requests(self):
         unsupported = next(f for f in ("xyz", "aiff", "ogg-vorbis") if f not in self.formats)
@@ -461,8 +485,11 @@ class Probe:
                     chunks = [(at, len(piece)) for at, piece in answer.reads]
                     samples = self.pcm(answer)
                 else:
-                    decoded = [(at, base64.b64decode(d.get("audio", ""))) for at, k, d in sse_events(answer.reads)
-                               if k == "speech.audio.delta"]
+                    decoded = [
+                        (at, base64.b64decode(d.get("audio", "")))
+                        for at, k, d in sse_events(answer.reads)
+                        if k == "speech.audio.delta"
+                    ]
                     chunks = [(at, len(b)) for at, b in decoded if b]
                     samples = audio.pcm(b"".join(b for _, b in decoded))
                 seconds = samples.size / sr
@@ -470,16 +497,18 @@ class Probe:
                     problems.append(f"concurrency {level}: request {i} streamed no audio")
                     continue
                 worst, events = underrun([at for at, _ in chunks], [n for _, n in chunks], sr * 2)
-                rows.append({
-                    "ttfp_ms": round(chunks[0][0] * 1e3, 2),
-                    "latency_s": round(answer.latency, 4),
-                    "audio_s": round(seconds, 4),
-                    "rtf": round(answer.latency / seconds, 4),
-                    "underrun_s": round(worst, 4),
-                    "underrun_events": events,
-                    "chunks": len(chunks),
-                    "audio": self.save(f"perf-c{level}-{i}", samples, sr),
-                })
+                rows.append(
+                    {
+                        "ttfp_ms": round(chunks[0][0] * 1e3, 2),
+                        "latency_s": round(answer.latency, 4),
+                        "audio_s": round(seconds, 4),
+                        "rtf": round(answer.latency / seconds, 4),
+                        "underrun_s": round(worst, 4),
+                        "underrun_events": events,
+                        "chunks": len(chunks),
+                        "audio": self.save(f"perf-c{level}-{i}", samples, sr),
+                    }
+                )
             details["levels"][level] = {
                 "requests": rows,
                 "ttfp_ms": _stats([r["ttfp_ms"] for r in rows], 2),
@@ -488,7 +517,7 @@ class Probe:
                 "continuous": sum(r["underrun_s"] <= UNDERRUN_BUDGET_S for r in rows),
             }
         summary = ", ".join(
-            f"c={lvl}: TTFP {d['ttfp_ms'].get('median', float('nan')):.0f} ms, RTF {d['rtf'].get('median', float('nan')):.3f}"
+            f"c={lvl}: TTFP median {d['ttfp_ms'].get('median')} ms, RTF median {d['rtf'].get('median')}"
             for lvl, d in details["levels"].items()
         )
         return not problems, "; ".join(problems) or f"measured (reported, no threshold): {summary}", details
