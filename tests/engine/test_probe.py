@@ -71,6 +71,7 @@ class FakeSpeechServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 owner.speech(self, body)
 
+        ThreadingHTTPServer.request_queue_size = 64  # 8 concurrent connects must not wait for a retry
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"

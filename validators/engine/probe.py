@@ -76,7 +76,7 @@ def send(base: str, method: str, path: str, body: dict | None, *, timeout: float
     try:
         conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
         resp = conn.getresponse()
-        status, headers = resp.status, dict(resp.headers)
+        status, headers = resp.status, {k.lower(): v for k, v in resp.headers.items()}
         while True:
             piece = resp.read1(65536)
             now = time.perf_counter() - started
