@@ -65,7 +65,7 @@ class Answer:
         return f"HTTP {self.status} {self.body[:200]!r}"
 
 
-def send(base: str, method: str, path: str, body: dict | None, *, timeout: float) -> Answer:
+def send(base: str, method: str, path: str, body: dict | None, *, timeout: float, api_key: str | None = None) -> Answer:
     """One request with a bounded time for the whole exchange (connect, first byte, every read, total)."""
     url = urllib.parse.urlsplit(base)
     conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=timeout)
@@ -74,7 +74,10 @@ def send(base: str, method: str, path: str, body: dict | None, *, timeout: float
     started = time.perf_counter()
     status, headers = None, {}
     try:
-        conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        conn.request(method, path, body=data, headers=headers)
         resp = conn.getresponse()
         status, headers = resp.status, {k.lower(): v for k, v in resp.headers.items()}
         while True:
@@ -187,13 +190,14 @@ class Probe:
         sample_rate: int | None = None,
         av_python: str | None = None,
         oversized_chars: int = 100_000,
+        api_key: str | None = None,
     ) -> None:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme != "http" or not parsed.hostname or parsed.path not in ("", "/"):
             raise ProbeError(f"--url must be http://HOST:PORT (got {url!r})")
         self.url, self.model, self.out = f"http://{parsed.netloc}", model, Path(out)
         self.timeout, self.bad_timeout, self.concurrency = timeout, bad_timeout, tuple(concurrency)
-        self.av_python, self.oversized_chars = av_python, oversized_chars
+        self.av_python, self.oversized_chars, self.api_key = av_python, oversized_chars, api_key
         self.base = {"model": model, **(extra or {})}
         if seed is not None:
             self.base["seed"] = seed
@@ -208,7 +212,9 @@ class Probe:
 
     # ------------------------------------------------------------------------------------------ plumbing
     def speech(self, body: dict, *, timeout: float | None = None) -> Answer:
-        return send(self.url, "POST", SPEECH, {**self.base, **body}, timeout=timeout or self.timeout)
+        return send(
+            self.url, "POST", SPEECH, {**self.base, **body}, timeout=timeout or self.timeout, api_key=self.api_key
+        )
 
     def save(self, tag: str, samples: np.ndarray, sr: int) -> str:
         import soundfile as sf
@@ -223,9 +229,11 @@ class Probe:
 
     def discover(self) -> None:
         """Is a server there, does it serve the model, and what does its speech schema offer?"""
-        health = send(self.url, "GET", "/v1/models", None, timeout=min(self.timeout, 30))
+        health = send(self.url, "GET", "/v1/models", None, timeout=min(self.timeout, 30), api_key=self.api_key)
         if health.status is None:
             raise ProbeError(f"no server answers at {self.url}: {health.error}")
+        if health.status in (401, 403):
+            raise ProbeError(f"{self.url} refuses the probe (HTTP {health.status}): pass --api-key")
         if health.status == 200:
             try:
                 served = [m.get("id") for m in json.loads(health.body).get("data", [])]
@@ -233,7 +241,7 @@ class Probe:
                 served = []
             if served and self.model not in served:
                 raise ProbeError(f"model {self.model!r} is not served at {self.url}; it serves {served}")
-        api = send(self.url, "GET", "/openapi.json", None, timeout=min(self.timeout, 30))
+        api = send(self.url, "GET", "/openapi.json", None, timeout=min(self.timeout, 30), api_key=self.api_key)
         if api.status == 200:
             try:
                 schemas = json.loads(api.body).get("components", {}).get("schemas", {})
@@ -450,7 +458,7 @@ class Probe:
         for what, body in cases.items():
             body = {k: v for k, v in body.items() if v is not None}
             if what == "missing input":
-                answer = send(self.url, "POST", SPEECH, self.base, timeout=self.bad_timeout)
+                answer = send(self.url, "POST", SPEECH, self.base, timeout=self.bad_timeout, api_key=self.api_key)
             else:
                 answer = self.speech(body, timeout=self.bad_timeout)
             details[what] = {"status": answer.status, "answer": answer.body[:300].decode("utf-8", "replace")}

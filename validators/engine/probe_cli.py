@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -46,6 +47,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--extra", type=_extra, default={}, help="JSON fields added to every request, e.g. a voice")
     p.add_argument("--sample-rate", type=int, default=None, help="pcm sample rate when the server offers no wav")
     p.add_argument("--av-python", default=None, help="a Python with PyAV to decode mp3/opus when this one lacks it")
+    p.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY"), help="bearer token (default $OPENAI_API_KEY)")
     p.add_argument("--check", action="append", choices=[c for c, _, _ in Probe.STEPS], help="run only these")
     return p
 
@@ -66,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             extra=args.extra,
             sample_rate=args.sample_rate,
             av_python=args.av_python,
+            api_key=args.api_key,
         )
         report = probe.run(set(args.check) if args.check else None)
     except ProbeError as exc:
