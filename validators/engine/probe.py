@@ -62,7 +62,14 @@ class Answer:
     def brief(self) -> str:
         if self.error:
             return self.error
-        return f"HTTP {self.status} {self.body[:200]!r}"
+        return f"HTTP {self.status} {self.text()}"
+
+    def text(self, limit: int = 200) -> str:
+        """The body for a message: text as text, audio (or other binary) as its type and size."""
+        kind = self.headers.get("content-type", "")
+        if kind.startswith(("application/json", "text/")) or not kind and self.body[:1] in (b"{", b"["):
+            return self.body[:limit].decode("utf-8", "replace")
+        return f"({kind or 'no content type'}, {len(self.body)} bytes)"
 
 
 def send(base: str, method: str, path: str, body: dict | None, *, timeout: float, api_key: str | None = None) -> Answer:
@@ -461,7 +468,7 @@ class Probe:
                 answer = send(self.url, "POST", SPEECH, self.base, timeout=self.bad_timeout, api_key=self.api_key)
             else:
                 answer = self.speech(body, timeout=self.bad_timeout)
-            details[what] = {"status": answer.status, "answer": answer.body[:300].decode("utf-8", "replace")}
+            details[what] = {"status": answer.status, "answer": answer.text(300)}
             if answer.error:
                 problems.append(f"{what}: {answer.error}")
             elif answer.status is None or not 400 <= answer.status < 500:
