@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -43,16 +44,17 @@ def trees(tmp_path_factory, engine_python):
     return {pattern: scaffold(tmp, pattern, f"tiny_{pattern.replace('-', '_')}") for pattern in PATTERNS}
 
 
-def _engine_processes() -> set[int]:
-    """Processes of the engine environment's python that are alive now."""
+def _engine_processes(token: str) -> set[int]:
+    """Live processes started under this case's session token (engines of other sessions on the machine are not
+    ours to count)."""
     found = set()
+    needle = f"OMNITTS_ENGINE_SESSION={token}".encode()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            if needle in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                found.add(int(pid))
         except OSError:
             continue
-        if b"engine-venv-" in cmd and b"vllm_omni.entrypoints.cli.main" in cmd:
-            found.add(int(pid))
     return found
 
 
@@ -62,7 +64,7 @@ def test_engine_tier_passes_on_the_scaffolded_model(trees, tmp_path, pattern, ti
     tree = trees[pattern]
     name = f"tiny_{pattern.replace('-', '_')}"
     junit = tmp_path / "junit.xml"
-    before = _engine_processes()
+    token = uuid.uuid4().hex
     started = time.monotonic()
     proc = subprocess.run(
         [
@@ -100,5 +102,5 @@ def test_engine_tier_passes_on_the_scaffolded_model(trees, tmp_path, pattern, ti
     assert proc.returncode == 0, f"{pattern} --engine {tier} failed ({took:.0f} s):\n{proc.stdout[-6000:]}"
     assert set(outcome) == EXPECTED[tier], f"selected checks: {sorted(outcome)}"
     assert set(outcome.values()) == {"passed"}, outcome
-    leftover = _engine_processes() - before
+    leftover = _engine_processes(token)
     assert not leftover, f"engine processes left running after the session: {sorted(leftover)}"

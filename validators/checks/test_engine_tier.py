@@ -16,7 +16,7 @@ import pytest
 
 from omnitts.validators.engine import audio
 
-pytestmark = pytest.mark.usefixtures("model_name")
+pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 RTOL, ATOL = 1e-3, 1e-4
 DISTINCT_ATOL = 1e-3

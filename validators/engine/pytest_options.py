@@ -1,6 +1,7 @@
 """The engine tier's pytest wiring: ``--engine {harness,offline,server}`` and the per-model engine fixtures.
 
-Loaded by omnitts's pytest plugin (``pytest_plugins`` in ``validators/plugin.py``). ``harness`` (the default)
+Loaded with omnitts's validators plugin (``pytest_plugins`` in ``validators/plugin.py``), so only where that is.
+``harness`` (the default)
 keeps today's fast tier and deselects the engine checks; ``offline`` and ``server`` select the checks of
 ``validators/checks/test_engine_tier.py`` that apply to that tier and deselect the harness checks, so every
 selected check runs and none is skipped. The engine runs once per model per session: one offline ``Omni`` run
@@ -29,16 +30,22 @@ TEXTS = (
 
 
 def pytest_addoption(parser):
+    from omnitts.validators.plugin import _taken_option_names
+
+    taken = _taken_option_names(parser)
     group = parser.getgroup("omnitts")
     group.addoption(
-        "--engine",
+        *(["--omnitts-engine"] if "--engine" in taken else ["--engine", "--omnitts-engine"]),
+        dest="omnitts_engine",
         default="harness",
         choices=TIERS,
         help="tier the runtime checks run in: omnitts's fast harness (default), the tree's own offline Omni, or "
         "the tree's own `vllm-omni serve` (needs --omni-root; builds the cached engine environment)",
     )
-    group.addoption("--engine-release", default=None, help="vLLM-Omni release of the engine (default: the tree's)")
-    group.addoption("--engine-timeout", default=600.0, type=float, help="seconds for one engine start or run")
+    group.addoption(
+        "--omnitts-engine-release", default=None, help="vLLM-Omni release of the engine (default: the tree's)"
+    )
+    group.addoption("--omnitts-engine-timeout", default=600.0, type=float, help="seconds for one engine start or run")
 
 
 def pytest_configure(config):
@@ -46,10 +53,12 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    tier = config.getoption("engine", "harness")
+    from omnitts.validators.plugin import MODEL_PARAM
+
+    tier = config.getoption("omnitts_engine", "harness")
     keep, drop = [], []
     for item in items:
-        if "model_name" not in getattr(item, "fixturenames", ()):
+        if MODEL_PARAM not in getattr(item, "fixturenames", ()):
             keep.append(item)  # not a validator check: never touched (other suites in the same session)
             continue
         mark = item.get_closest_marker(ENGINE_MARK)
@@ -122,7 +131,7 @@ def _model_dir_cache(tree: Path, model: str, release: str) -> Path:
 
 
 def _release(config, tree: Path) -> str:
-    chosen = config.getoption("engine_release")
+    chosen = config.getoption("omnitts_engine_release")
     if chosen:
         return chosen
     from omnitts.scaffold.profiles import tree_version
@@ -142,9 +151,12 @@ def _engine_models(pytestconfig):
 
 
 @pytest.fixture
-def engine(model_name, pytestconfig, _engine_models) -> EngineModel:
+def engine(omnitts_model, pytestconfig, _engine_models) -> EngineModel:
     """The model under test through the tree's own engine (built once per model per session)."""
-    root = pytestconfig.getoption("omni_root")
+    from omnitts.validators.plugin import option
+
+    model_name = omnitts_model
+    root = option(pytestconfig, "omni_root")
     if not root:
         pytest.fail("--engine offline/server runs the tree's own engine: pass --omni-root DIR", pytrace=False)
     if model_name not in _engine_models:
@@ -152,7 +164,7 @@ def engine(model_name, pytestconfig, _engine_models) -> EngineModel:
         work = Path(tempfile.mkdtemp(prefix=f"omnitts-engine-{model_name}-"))
         try:
             _engine_models[model_name] = EngineModel(
-                tree, model_name, _release(pytestconfig, tree), work, pytestconfig.getoption("engine_timeout")
+                tree, model_name, _release(pytestconfig, tree), work, pytestconfig.getoption("omnitts_engine_timeout")
             )
         except Exception as exc:  # fail closed, with the step and the log's tail
             pytest.fail(f"engine tier for {model_name}: {exc}", pytrace=False)
