@@ -95,6 +95,8 @@ class FakeSpeechServer:
             "stream_format": {"anyOf": [{"type": "string", "enum": ["sse", "audio"]}, {"type": "null"}]},
             "seed": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
         }
+        if "sse_only" in self.bugs:  # an older schema: `stream` (SSE) but no `stream_format`
+            del props["stream_format"]
         return {"components": {"schemas": {"OpenAICreateSpeechRequest": {"properties": props}}}}
 
     @staticmethod
@@ -244,6 +246,16 @@ def test_no_server_and_bad_url_are_one_line_errors(tmp_path):
         timeout=120,
     )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no server answers" in proc.stderr
+
+
+def test_server_without_stream_format_is_streamed_and_timed_over_sse(tmp_path):
+    report = run_probe(tmp_path, {"sse_only"}, only={"i1.stream_equals_offline", "perf.rtf_ttfa"})
+    checks = by_check(report)
+    assert report["passed"], {c: r["message"] for c, r in checks.items()}
+    assert set(checks["i1.stream_equals_offline"]["details"]["modes"]) == {"sse"}
+    perf = checks["perf.rtf_ttfa"]["details"]
+    assert perf["stream"] == "sse"
+    assert all(row["chunks"] >= 2 and row["ttfp_ms"] > 0 for row in perf["levels"][4]["requests"])
 
 
 # ------------------------------------------------------------------------------------------- seeded bugs
