@@ -24,12 +24,12 @@ from typing import Any
 
 import torch
 
+from omnitts.knowledge.runner import DEFAULT_RELEASE
 from omnitts.reference_models import hf_reference
 from omnitts.reference_models.mutants import MUTANTS, Mutant
 from omnitts.validators import checkids
 from omnitts.validators.runtime.harness import Engine, RequestResult
 from omnitts.validators.runtime.loaders import default_prompts, template_consumer
-from omnitts.validators.runtime.releases import DEFAULT_RELEASE
 from omnitts.validators.runtime.subject import RequestPlan, RuntimeSubject, StageSpec
 
 REFERENCE_DIR = Path(__file__).resolve().parent

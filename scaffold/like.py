@@ -7,7 +7,9 @@ has is made again for the new names, by the same codemods `new` uses; all of it 
 applied as one transaction. Unlike `add-new-model-like`, nothing is inserted at marker strings, a
 second identical run is a no-op, and `remove NAME` undoes it byte for byte.
 
-Renaming is case- and separator-aware: for `fish_speech` -> `my_tts`, `fish_speech`, `FishSpeech`,
+Renaming is case- and separator-aware and touches whole identifiers only (or whole CamelCase / snake_case
+components of one: `FishSpeechConfig`, `fish_speech_talker`), never the inside of a word (`selfish speechless`,
+`cosyvoice30` stay as they are): for `fish_speech` -> `my_tts`, `fish_speech`, `FishSpeech`,
 `FISH_SPEECH`, `Fish Speech` and `fish-speech` become `my_tts`, `MyTts`, `MY_TTS`, `My Tts` and
 `my-tts`. The source's served type and pipeline keys (`fish_tts`, `fish_qwen3_omni`) become the new
 model type, and an entry stage key that does not contain the source's name (`latent_generator`)
@@ -25,7 +27,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from omnitts.scaffold import hub_readme, profiles
+from omnitts.knowledge import layout
+from omnitts.knowledge.eras import LayoutProfile
+from omnitts.scaffold import hub_readme
 from omnitts.scaffold.check import deploy_candidates, model_views
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.formatting import format_python
@@ -34,7 +38,6 @@ from omnitts.scaffold.integration import Integration, run_patches, shared_file_p
 from omnitts.scaffold.naming import camel_case, check_identifier
 from omnitts.scaffold.new import adapter_stage_key_owners, add_generated
 from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
-from omnitts.scaffold.profiles import LayoutProfile
 from omnitts.scaffold.remove import CONFIGS, owned_files
 
 TEXT_SUFFIXES = {".py", ".yaml", ".yml", ".md", ".sh", ".json", ".txt", ".toml", ".cfg", ".jinja", ".j2"}
@@ -52,8 +55,29 @@ class Renamer:
             text = re.sub(rf"""(["']){re.escape(old)}\1""", lambda m, new=new: f"{m.group(1)}{new}{m.group(1)}", text)
         for old, new in self.pairs:
             single = "_" not in old.strip("_")
-            text = _pattern(old).sub(lambda m, new=new, single=single: _respell(m.group(0), new, single), text)
+            text = _pattern(old).sub(
+                lambda m, new=new, single=single: _respell(m.group(0), new, single) if _whole(m) else m.group(0), text
+            )
         return text
+
+
+def _whole(m: re.Match) -> bool:
+    """The match is a whole identifier or a whole component of one (`fish_speech_talker`, `FishSpeechConfig`,
+    `Qwen3TTSTalker`), not the inside of a longer word: `selfish speechless`, `cosyvoice30`."""
+    text, start, end, word = m.string, m.start(), m.end(), m.group(0)
+    if start > 0 and text[start - 1].isalnum():
+        prev = text[start - 1]
+        camel = word[0].isupper() and (prev.islower() or prev.isdigit() or (len(word) > 1 and word[1].islower()))
+        if not camel:
+            return False
+    if end < len(text) and text[end].isalnum():
+        nxt = text[end]
+        after = text[end + 1] if end + 1 < len(text) else ""
+        mixed = any(c.islower() for c in word)  # an all-caps word runs on in caps: `VOXCPM2X`
+        camel = nxt.isupper() and ((mixed and (word[-1].islower() or word[-1].isdigit())) or after.islower())
+        if not camel:
+            return False
+    return True
 
 
 def _pattern(snake: str) -> re.Pattern:
@@ -112,7 +136,7 @@ def _source(index: TreeIndex, like: str) -> Source:
     aliases = (view.model_type, *keys)
     files = owned_files(index, folder, deploy, aliases)
     if adapter_module and adapter_module != folder:
-        files.append(f"{profiles.ADAPTERS}/{adapter_module}.py")
+        files.append(f"{layout.ADAPTERS}/{adapter_module}.py")
     hf_configs = tuple(
         (mt, mod, cls)
         for mt, (cls, mod) in index.hf_configs.items()
@@ -232,8 +256,8 @@ def plan_like(
             continue
         if path.suffix not in TEXT_SUFFIXES:
             notices.append(f"{rel} has no known text suffix; copied and renamed as text")
-        adapter_rel = f"{profiles.ADAPTERS}/{src.adapter_module}.py"
-        new_rel = f"{profiles.ADAPTERS}/{name}.py" if rel == adapter_rel else rename(rel)
+        adapter_rel = f"{layout.ADAPTERS}/{src.adapter_module}.py"
+        new_rel = f"{layout.ADAPTERS}/{name}.py" if rel == adapter_rel else rename(rel)
         if new_rel == rel:
             raise ScaffoldError(f"--like {like}: {rel} keeps its path after renaming; cannot copy it")
         new_text = rename(text)
@@ -243,7 +267,7 @@ def plan_like(
             new_text = _prune_adapters(new_text, model_type, new_rel)
         files[new_rel] = new_text
     taken = [rel for rel in files if (profile.root / rel).exists()]
-    pkg = f"{profiles.MODELS}/{name}/pipeline.py"
+    pkg = f"{layout.MODELS}/{name}/pipeline.py"
     if taken and not (profile.root / pkg).is_file():
         raise ScaffoldError(f"{taken[0]} already exists; the model name is taken")
 
@@ -254,7 +278,7 @@ def plan_like(
     names = ModelNames(name, "two-stage", model_type, new_stage, arch)
     if adapter_stage_key_owners(profile, names, None):
         raise ScaffoldError(f"stage key {new_stage!r} is already served; choose --stage-key")
-    if profile.era in (profiles.FIVE_POINT, profiles.HYBRID):
+    if profile.serving_points:
         from omnitts.scaffold.codemods.serving import existing_stage_keys, stage_constant_name
 
         owner = existing_stage_keys(index.serving).get(new_stage)
@@ -292,7 +316,7 @@ def plan_like(
     for rel, old, new in run_patches(profile, shared_file_patches(profile, integ), parallel=parallel):
         plan.add(FileOp(rel, new, old=old, reason="patched"))
     _copy_hub_sections(plan, profile, src, rename)
-    if profile.era == profiles.FIVE_POINT:
+    if profile.point("serving.build"):  # request handling inline in serving_speech.py
         plan.notices.append(
             f"five-point era: {src.model_type}'s request handling is inline in serving_speech.py; {name} is wired"
             f" through the generated _validate_{name}_request / _build_{name}_params,"
@@ -302,7 +326,7 @@ def plan_like(
 
 
 def _copy_hub_sections(plan: Plan, profile: LayoutProfile, src: Source, rename: Renamer) -> None:
-    for rel in (profiles.OFFLINE_HUB, profiles.ONLINE_HUB):
+    for rel in (layout.OFFLINE_HUB, layout.ONLINE_HUB):
         path = profile.root / rel
         if not path.is_file():
             continue

@@ -124,6 +124,7 @@ def template_context(
     target: str = "vllm_omni",
     request_id_keys: tuple[str, ...] = ("request_id",),
     license_header: str = DEFAULT_LICENSE_HEADER,
+    flat_request_output: bool = True,
 ) -> dict[str, str]:
     """The cookiecutter context every template receives (docs/architecture.md lists the keys)."""
     standalone = target == "standalone"
@@ -148,6 +149,8 @@ def template_context(
         "logger_import": "import logging" if standalone else "from vllm.logger import init_logger",
         "logger_init": "logger = logging.getLogger(__name__)" if standalone else "logger = init_logger(__name__)",
         "request_id_keys": ",".join(request_id_keys),
+        # "1" where Omni.generate() yields RequestOutputs (0.28+), "" where they sit in `.request_output`.
+        "flat_request_output": "1" if flat_request_output else "",
         "license_header": license_header,
         # Defaults of the generated tiny model (its config class); the contributor replaces them.
         "sample_rate": str(TINY_MODEL_SAMPLE_RATE),

@@ -11,17 +11,18 @@ from pathlib import Path
 
 from jinja2 import Environment, StrictUndefined
 
-from omnitts.scaffold import hub_readme, profiles
+from omnitts.knowledge import layout
+from omnitts.knowledge.detection import AdapterRegistry, compile_adapter_registry, read_adapter_sources
+from omnitts.knowledge.eras import LayoutProfile
+from omnitts.scaffold import hub_readme
 from omnitts.scaffold.codemods.pipeline_file import add_deploy_config_name
 from omnitts.scaffold.codemods.serving import existing_stage_keys
-from omnitts.scaffold.detection import AdapterRegistry, compile_adapter_registry, read_adapter_sources
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.formatting import format_python
 from omnitts.scaffold.integration import Patch, PatchRun, from_names, patch_jobs
 from omnitts.scaffold.integration import shared_file_patches as _integration_patches
 from omnitts.scaffold.naming import ModelNames, template_context
 from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
-from omnitts.scaffold.profiles import LayoutProfile
 from omnitts.scaffold.render import render_pattern, render_shared, templates_root
 
 PATTERN_STAGES = {
@@ -73,7 +74,7 @@ def adapter_file(
         voice_cloning=voice_cloning,
         ref_audio_cache_key=profile.ref_audio_cache_key,
     )
-    return f"{profiles.ADAPTERS}/{names.name}.py", text
+    return f"{layout.ADAPTERS}/{names.name}.py", text
 
 
 def adapter_stage_key_owners(
@@ -85,9 +86,9 @@ def adapter_stage_key_owners(
     `latent_generator` key: the first detector whose stage keys match wins. Sharing a key is only
     sound when the new adapter is tried first and matches by architecture alone.
     """
-    if not profile.adapter_detection:
+    if not profile.point("adapter.detect"):
         return []
-    registry = registry or compile_adapter_registry(read_adapter_sources(profile.root / profiles.ADAPTERS))
+    registry = registry or compile_adapter_registry(read_adapter_sources(profile.root / layout.ADAPTERS))
     owners = [a for a in registry.owners(names.stage_key) if a.name != names.model_type]
     if not owners:
         return []
@@ -115,8 +116,8 @@ def _refuse_adapter_conflicts(profile: LayoutProfile, names: ModelNames, registr
             f"model type {names.model_type!r} already names the adapter {owner.class_name}"
             f" (tts_adapters/{owner.module}.py); choose --model-type"
         )
-    if profile.era == profiles.HYBRID:
-        serving = read_for_patch(profile.root, profiles.SERVING)
+    if profile.point("serving.constant"):  # adapters beside serving_speech.py's own detection
+        serving = read_for_patch(profile.root, layout.SERVING)
         owner_constant = existing_stage_keys(serving).get(names.stage_key)
         mine = f"_{names.upper}_TTS_MODEL_STAGES"
         if owner_constant is not None and owner_constant != mine:
@@ -136,13 +137,15 @@ def plan_new(
 ) -> Plan:
     root = profile.root
     plan = Plan(root)
-    ctx = template_context(names, request_id_keys=profile.request_id_keys)
+    ctx = template_context(
+        names, request_id_keys=profile.request_id_keys, flat_request_output=profile.flat_request_output
+    )
     _refuse_taken_names(profile, names)
     registry = (
-        compile_adapter_registry(read_adapter_sources(root / profiles.ADAPTERS)) if profile.has_adapters else None
+        compile_adapter_registry(read_adapter_sources(root / layout.ADAPTERS)) if profile.point("adapter") else None
     )
     shared_with = adapter_stage_key_owners(profile, names, detect_priority, registry)
-    if detect_priority is not None and not profile.adapter_detection:
+    if detect_priority is not None and not profile.point("adapter.detect"):
         raise ScaffoldError(f"--detect-priority needs the adapter-only era (0.28+); this tree is the {profile.era} era")
 
     _refuse_adapter_conflicts(profile, names, registry)
@@ -154,10 +157,10 @@ def plan_new(
     try:
         files = {f"vllm_omni/model_executor/{rel}": text for rel, text in render_pattern(names.pattern, ctx).items()}
         files.update(render_shared(ctx))
-        pipeline_rel = f"{profiles.MODELS}/{names.name}/pipeline.py"
+        pipeline_rel = f"{layout.MODELS}/{names.name}/pipeline.py"
         if profile.deploy_name_field and pipeline_rel in files:
             files[pipeline_rel] = add_deploy_config_name(files[pipeline_rel], f"{names.model_type}.yaml", pipeline_rel)
-        if profile.has_adapters:
+        if profile.point("adapter"):
             rel, text = adapter_file(
                 profile,
                 names,
@@ -219,13 +222,13 @@ def hub_snippets(names: ModelNames, ctx: dict[str, str]) -> dict:
 def _hub_edits(names: ModelNames, ctx: dict[str, str]):
     common = hub_snippets(names, ctx)
     yield (
-        profiles.OFFLINE_HUB,
+        layout.OFFLINE_HUB,
         names.camel,
         _snippet("offline_row.md.j2", **common),
         _snippet("offline_section.md.j2", **common),
     )
     yield (
-        profiles.ONLINE_HUB,
+        layout.ONLINE_HUB,
         names.camel,
         _snippet("online_row.md.j2", **common),
         _snippet("online_section.md.j2", **common),
@@ -234,20 +237,72 @@ def _hub_edits(names: ModelNames, ctx: dict[str, str]):
 
 def _refuse_taken_names(profile: LayoutProfile, names: ModelNames) -> None:
     """Refuse names another model owns; our own earlier run of the same `new` is not a conflict."""
-    pkg = profile.root / profiles.MODELS / names.name
+    pkg = profile.root / layout.MODELS / names.name
     marker = pkg / "pipeline.py"
     if pkg.exists() and not marker.exists():
-        raise ScaffoldError(f"{profiles.MODELS}/{names.name}/ already exists; the model name is taken")
-    deploy = profile.root / profiles.DEPLOY / f"{names.model_type}.yaml"
+        raise ScaffoldError(f"{layout.MODELS}/{names.name}/ already exists; the model name is taken")
+    deploy = profile.root / layout.DEPLOY / f"{names.model_type}.yaml"
     if deploy.exists() and not marker.exists():
-        raise ScaffoldError(f"{profiles.DEPLOY}/{names.model_type}.yaml already exists; the model type is taken")
-    if profile.has_adapters:
-        adapter = profile.root / profiles.ADAPTERS / f"{names.name}.py"
+        raise ScaffoldError(f"{layout.DEPLOY}/{names.model_type}.yaml already exists; the model type is taken")
+    if profile.point("adapter"):
+        adapter = profile.root / layout.ADAPTERS / f"{names.name}.py"
         if adapter.exists() and not marker.exists():
-            raise ScaffoldError(f"{profiles.ADAPTERS}/{names.name}.py already exists; the model name is taken")
+            raise ScaffoldError(f"{layout.ADAPTERS}/{names.name}.py already exists; the model name is taken")
 
 
 def _run_file_patches(args: tuple[list[Patch], str]) -> str:  # kept for benchmarks/scaffold_latency.py
     from omnitts.scaffold.integration import _run_file_patches as run
 
     return run(args)
+
+
+def next_steps(root: Path, name: str, plan: Plan, *, committed: bool = False, like: str | None = None) -> str:
+    """What the contributor does after `new`: the files that hold the tiny model (to replace with the real
+    one), the configs to tune, and the commands that prove the port (docs/tutorial.md walks through them)."""
+    created = sorted(op.rel for op in plan.changes if op.old is None)
+    model_dir = f"{layout.MODELS}/{name}/"
+    model = [r for r in created if r.startswith(model_dir) and Path(r).name not in ("__init__.py", "pipeline.py")]
+    configs = [r for r in created if r.startswith(("vllm_omni/deploy/", "vllm_omni/model_executor/stage_configs/"))]
+    glue = [r for r in created if "/stage_input_processors/" in r or "/tts_adapters/" in r]
+    tests = sorted({str(Path(r).parent) for r in created if r.startswith("tests/")})
+    touched = [op.rel for op in plan.changes]
+    lines = ["next steps (docs/tutorial.md walks through each):"]
+    if like:
+        lines.append(f"  1. make the copy of {like} your model (its code, config fields and load_weights()):")
+    else:
+        lines.append("  1. replace the tiny model (random weights from config.seed) with the real one:")
+    lines += [f"       {r}" for r in model]
+    if not like:
+        lines.append(
+            "     and make load_weights() map the checkpoint's names; keep the forward contract of these files"
+        )
+    if configs or glue:
+        lines.append("  2. tune the stage wiring (max_num_seqs >= 4 on the AR stage, chunk sizes, processor):")
+        lines += [f"       {r}" for r in configs + glue]
+    lines.append("  3. run the generated tests (need the release's vLLM installed and this tree importable):")
+    unit = [t for t in tests if "/models/" in t]
+    lines += [f"       cd {root} && python -m pytest -q {t}" for t in unit] or [
+        "       (none here: this tree has no tests/)"
+    ]
+    lines.append("  4. run the validators (static rules + runtime checks of I1-I5) and the linter:")
+    lines.append(f"       omnitts-validate --omni-root {root} --model {name}")
+    lines.append(f"       cd {root} && omnitts-lint {' '.join([model_dir.rstrip('/'), *glue])}")
+    lines.append("  5. commit through the hooks (`.pre-commit-hooks.yaml`: omnitts-lint, omnitts-integration):")
+    if committed:
+        lines.append(
+            "       already committed (--commit); run `pre-commit run --from-ref HEAD~1 --to-ref HEAD` to re-check"
+        )
+    else:
+        lines.append(f"       git -C {root} add {' '.join(_common_dirs(touched, name))}")
+        lines.append(f"       cd {root} && pre-commit run && git commit -s")
+    return "\n".join(lines)
+
+
+def _common_dirs(rels: list[str], name: str) -> list[str]:
+    """The paths to `git add`: each folder named after the model once, every other file by itself."""
+    out = set()
+    for rel in rels:
+        parts = Path(rel).parts
+        cut = next((i for i, part in enumerate(parts[:-1]) if part == name), None)
+        out.add(Path(*parts[: cut + 1]).as_posix() if cut is not None else rel)
+    return sorted(out)

@@ -12,14 +12,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from omnitts.scaffold import profiles
+from omnitts.knowledge import layout
+from omnitts.knowledge.eras import LayoutProfile
 from omnitts.scaffold.codemods.serving import stage_constant_name
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.index import TreeIndex
 from omnitts.scaffold.integration import Integration, inverse_patches, run_patches
 from omnitts.scaffold.naming import camel_case, check_identifier
 from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
-from omnitts.scaffold.profiles import LayoutProfile
 
 CONFIGS = "vllm_omni/transformers_utils/configs"
 
@@ -40,8 +40,8 @@ def owned_files(index: TreeIndex, name: str, deploy_files: list[str], aliases: t
     its pipeline keys: Ming-flash-omni-TTS keeps its examples under ming_flash_omni_tts/).
     """
     root = index.root
-    files = _files_under(root, f"{profiles.MODELS}/{name}")
-    for rel in (f"{profiles.PROCESSORS}/{name}.py", f"{profiles.ADAPTERS}/{name}.py", f"{CONFIGS}/{name}.py"):
+    files = _files_under(root, f"{layout.MODELS}/{name}")
+    for rel in (f"{layout.PROCESSORS}/{name}.py", f"{layout.ADAPTERS}/{name}.py", f"{CONFIGS}/{name}.py"):
         if (root / rel).is_file():
             files.append(rel)
     files += [d for d in deploy_files if (root / d).is_file()]
@@ -51,7 +51,7 @@ def owned_files(index: TreeIndex, name: str, deploy_files: list[str], aliases: t
             files += _files_under(root, f"examples/{kind}/text_to_speech/{n}")
     tests = root / "tests"
     if tests.is_dir():
-        models = root / profiles.MODELS
+        models = root / layout.MODELS
         others = {p.name for p in models.iterdir() if p.is_dir() and p.name not in names}
         for n in names:
             for d in sorted(tests.rglob(n)):
@@ -68,8 +68,8 @@ def owned_files(index: TreeIndex, name: str, deploy_files: list[str], aliases: t
 def integration_from_tree(index: TreeIndex, name: str) -> tuple[Integration, list[str]]:
     """What `new` (or `--like`) added for model `name`, read back from the tree; and its files."""
     profile = index.profile
-    if not (index.root / profiles.MODELS / name).is_dir():
-        raise ScaffoldError(f"no model folder {profiles.MODELS}/{name}/ in {index.root}; nothing to remove")
+    if not (index.root / layout.MODELS / name).is_dir():
+        raise ScaffoldError(f"no model folder {layout.MODELS}/{name}/ in {index.root}; nothing to remove")
     registry = tuple((arch, *entry) for arch, entry in index.registry.items() if entry and entry[0] == name)
     pipeline_module = f"vllm_omni.model_executor.models.{name}.pipeline"
     pipelines = tuple(
@@ -86,14 +86,14 @@ def integration_from_tree(index: TreeIndex, name: str) -> tuple[Integration, lis
     upper = name.upper()
     model_type, stage_keys = None, ()
     adapter_module = None
-    if profile.has_adapters:
+    if profile.point("adapter"):
         in_tuple = name in index.adapter_import_tuple
-        if in_tuple or (index.root / profiles.ADAPTERS / f"{name}.py").is_file():
+        if in_tuple or (index.root / layout.ADAPTERS / f"{name}.py").is_file():
             adapter_module = name
         owned = [a for a in index.adapters.adapters.values() if a.module == name]
         if owned:
             model_type, stage_keys = owned[0].name, tuple(sorted(owned[0].stage_keys))
-    if profile.era in (profiles.FIVE_POINT, profiles.HYBRID):
+    if profile.serving_points:
         constant = stage_constant_name(upper)
         keys = sorted(k for k, c in index.stage_constants.items() if c == constant)
         if keys:
@@ -131,7 +131,7 @@ def _identifiers(integ: Integration, deleted: set[str]) -> list[tuple[str, re.Pa
     return pats
 
 
-SHARED = (profiles.REGISTRY, profiles.PIPELINE_REGISTRY, profiles.HF_CONFIGS, profiles.SERVING, profiles.ADAPTERS_INIT)
+SHARED = (layout.REGISTRY, layout.PIPELINE_REGISTRY, layout.HF_CONFIGS, layout.SERVING, layout.ADAPTERS_INIT)
 
 
 def _refuse_leftovers(
@@ -183,7 +183,7 @@ def plan_remove(profile: LayoutProfile, name: str, *, parallel: bool = True) -> 
 def _remove_hub_edits(plan: Plan, profile: LayoutProfile, integ: Integration) -> None:
     from omnitts.scaffold import hub_readme
 
-    for rel in (profiles.OFFLINE_HUB, profiles.ONLINE_HUB):
+    for rel in (layout.OFFLINE_HUB, layout.ONLINE_HUB):
         path = profile.root / rel
         if not path.is_file():
             continue

@@ -18,8 +18,8 @@ def probe(tree: Path, name: str, pattern: str) -> dict:
     from vllm_omni.model_executor.models.output_templates import OmniOutput
     from vllm_omni.model_executor.models.registry import _OMNI_MODELS, OmniModelRegistry
 
+    from omnitts.knowledge.layout import tree_version
     from omnitts.validators.runtime.harness import Engine
-    from omnitts.validators.runtime.releases import tree_version
     from omnitts.validators.runtime.subject import RequestPlan, RuntimeSubject, StageSpec
 
     result: dict = {"name": name, "pattern": pattern}

@@ -6,11 +6,11 @@ import stat
 
 import pytest
 
+from omnitts.knowledge.eras import detect_profile
 from omnitts.scaffold.cli import main
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.naming import make_names
 from omnitts.scaffold.new import plan_new
-from omnitts.scaffold.profiles import detect_profile
 
 SERVING = "vllm_omni/entrypoints/openai/serving_speech.py"
 

@@ -7,11 +7,11 @@ import subprocess
 
 import pytest
 
+from omnitts.knowledge.eras import detect_profile
 from omnitts.scaffold.cli import main
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.naming import PATTERNS, make_names
 from omnitts.scaffold.new import plan_new
-from omnitts.scaffold.profiles import detect_profile
 from omnitts.scaffold.remove import plan_remove
 
 SUPPORTED = ["0.20.0", "0.22.0", "0.24.0", "0.26.0", "0.28.0", "0.30.0"]

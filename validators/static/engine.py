@@ -14,11 +14,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omnitts.knowledge.treefacts import TreeContext, TreeFacts
 from omnitts.validators.static import suppressions
 from omnitts.validators.static.finding import Finding
 from omnitts.validators.static.rule import CONFIG, REGISTRY, Report, Rule
 from omnitts.validators.static.source import SourceFile
-from omnitts.validators.static.treefacts import TreeContext, TreeFacts
 
 SKIP_DIRS = {
     ".git",
@@ -50,6 +50,7 @@ class LintResult:
     errors: list[str] = field(default_factory=list)  # internal errors: the run fails closed
     files: int = 0
     cached: int = 0
+    coverage: object = None  # baseline.Coverage: what the run judged (set by api.run; the baseline's stale check)
 
 
 # --- rule selection -------------------------------------------------------------------------------

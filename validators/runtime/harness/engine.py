@@ -12,6 +12,9 @@ from typing import Any
 
 import torch
 
+from omnitts.knowledge.runner import RunnerContract as ReleaseProfile
+from omnitts.knowledge.runner import consolidation_era
+from omnitts.knowledge.runner import contract_for as profile_for
 from omnitts.validators.runtime.consolidation import EraAccumulator
 from omnitts.validators.runtime.harness.errors import ContractError, ModelError
 from omnitts.validators.runtime.harness.hostcopy import to_host
@@ -19,7 +22,6 @@ from omnitts.validators.runtime.harness.payloads import flatten_payload, unflatt
 from omnitts.validators.runtime.harness.results import RequestResult, RunResult, StepRecord
 from omnitts.validators.runtime.harness.scheduling import Req, sched_id
 from omnitts.validators.runtime.harness.stages import ARStage, GenerationStage, Stage
-from omnitts.validators.runtime.releases import ReleaseProfile, consolidation_era, profile_for
 from omnitts.validators.runtime.subject import RequestPlan, RuntimeSubject
 
 

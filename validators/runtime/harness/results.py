@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
+from omnitts.knowledge.runner import RunnerContract as ReleaseProfile
 from omnitts.validators.runtime.harness.payloads import count_frames
-from omnitts.validators.runtime.releases import ReleaseProfile
 
 
 @dataclass
