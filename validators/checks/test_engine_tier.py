@@ -14,6 +14,7 @@ import threading
 import numpy as np
 import pytest
 
+from omnitts.validators import checkids
 from omnitts.validators.engine import audio
 
 pytestmark = pytest.mark.usefixtures("omnitts_model")
@@ -54,7 +55,7 @@ def _distinct(named: dict[str, np.ndarray]) -> list[str]:
 
 
 @pytest.mark.omnitts_engine("offline")
-@pytest.mark.omnitts_check("i1.duration_and_sr")
+@pytest.mark.omnitts_check(checkids.I1_DURATION_AND_SR)
 def test_engine_offline_duration_and_sr(engine, record):
     result = _offline(engine)
     problems = []
@@ -68,7 +69,7 @@ def test_engine_offline_duration_and_sr(engine, record):
 
 
 @pytest.mark.omnitts_engine("offline")
-@pytest.mark.omnitts_check("i4.concurrency")
+@pytest.mark.omnitts_check(checkids.I4_CONCURRENCY)
 def test_engine_offline_concurrent_equals_solo(engine, record):
     result = _offline(engine)
     solo_rows = result["scenarios"]["solo"]["rows"]
@@ -87,7 +88,7 @@ def test_engine_offline_concurrent_equals_solo(engine, record):
 
 
 @pytest.mark.omnitts_engine("offline")
-@pytest.mark.omnitts_check("i4.concurrency")
+@pytest.mark.omnitts_check(checkids.I4_CONCURRENCY)
 def test_engine_offline_text_reaches_the_model(engine):
     """Distinct texts must give distinct audio: the request's text really drives the model."""
     result = _offline(engine)
@@ -97,7 +98,7 @@ def test_engine_offline_text_reaches_the_model(engine):
 
 
 @pytest.mark.omnitts_engine("offline")
-@pytest.mark.omnitts_check("i2.consumer_forms")
+@pytest.mark.omnitts_check(checkids.I2_CONSUMER_FORMS)
 def test_engine_offline_example_runs(engine, record):
     """The model's offline example, run on the real engine, reads the release's real output types and writes
     one WAV of the right sample rate."""
@@ -135,7 +136,7 @@ def _server(engine):
 
 
 @pytest.mark.omnitts_engine("server")
-@pytest.mark.omnitts_check("server.response_formats")
+@pytest.mark.omnitts_check(checkids.SERVER_RESPONSE_FORMATS)
 def test_engine_server_response_formats(engine, record):
     server = _server(engine)
     text = "Hello there."
@@ -163,7 +164,7 @@ def test_engine_server_response_formats(engine, record):
 
 
 @pytest.mark.omnitts_engine("server")
-@pytest.mark.omnitts_check("i1.stream_equals_offline")
+@pytest.mark.omnitts_check(checkids.I1_STREAM_EQUALS_OFFLINE)
 def test_engine_server_stream_equals_whole(engine, record):
     server = _server(engine)
     text = "A second, longer sentence for the engine tier."
@@ -181,7 +182,7 @@ def test_engine_server_stream_equals_whole(engine, record):
 
 
 @pytest.mark.omnitts_engine("server")
-@pytest.mark.omnitts_check("i4.concurrency")
+@pytest.mark.omnitts_check(checkids.I4_CONCURRENCY)
 def test_engine_server_concurrent_equals_solo(engine, record):
     from omnitts.validators.engine.pytest_options import TEXTS
 
@@ -230,7 +231,7 @@ BAD_REQUESTS = {
 
 
 @pytest.mark.omnitts_engine("server")
-@pytest.mark.omnitts_check("server.bad_requests")
+@pytest.mark.omnitts_check(checkids.SERVER_BAD_REQUESTS)
 def test_engine_server_bad_requests_get_4xx(engine, record):
     server = _server(engine)
     problems, statuses = [], {}
