@@ -138,6 +138,7 @@ def _finish(plan, root: Path, profile, *, dry_run: bool, nothing: str) -> list[P
     if not plan.changes:
         print(nothing, file=sys.stderr)
         return None
+    plan.command = plan.command or _command_line
     written = plan.apply()
     print(f"{plan.summary()} in {root} ({_era(profile)})", file=sys.stderr)
     for path in written:
@@ -236,12 +237,30 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     return 0 if all(outcome.startswith("resolved") for _, outcome in results) else 1
 
 
+_command_line = "omnitts-scaffold"  # named in the journal, for the run that may have to roll it back
+
+
+def _settle_journal(args: argparse.Namespace) -> None:
+    """Before anything else, finish or roll back a transaction an interrupted run left in the target tree."""
+    from omnitts.scaffold import journal
+
+    target = getattr(args, "target", None)
+    if target is None or releases.parse_spec(target) is not None:
+        return  # a pypi: target is a fresh working copy
+    line = journal.recover(Path(target).resolve())
+    if line:
+        print(f"omnitts-scaffold: {line}", file=sys.stderr)
+
+
 COMMANDS = {"new": cmd_new, "check": cmd_check, "remove": cmd_remove, "resolve": cmd_resolve}
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _command_line
     args = _parser().parse_args(argv)
+    _command_line = " ".join(["omnitts-scaffold", *(sys.argv[1:] if argv is None else argv)])
     try:
+        _settle_journal(args)
         return COMMANDS[args.command](args)
     except ScaffoldError as exc:
         print(f"omnitts-scaffold: error: {exc}", file=sys.stderr)
