@@ -267,7 +267,7 @@ def apply_changes(root: Path, changes: list[Change], *, command: str = "", fail_
         except BaseException as exc:
             problems = rollback(journal)
             if not problems:
-                problems = _discard_quietly(paths.live)
+                problems = _settle(paths)
             if not problems and not isinstance(exc, (OSError, ScaffoldError)):
                 raise  # tree restored; an interrupt or a bug keeps its own type
             raise _failure(exc, "tree restored", problems, paths) from exc
@@ -374,6 +374,15 @@ def _rel(root: Path, path: Path) -> str:
         return path.relative_to(root).as_posix()
     except ValueError:
         return str(path)
+
+
+def _settle(paths: Paths) -> list[str]:
+    """After a complete rollback: mark the journal done (one rename), then delete it."""
+    try:
+        _replace(paths.live, paths.done)
+    except OSError as exc:
+        return [f"journal {paths.live} ({_describe_error(exc)})"]
+    return _discard_quietly(paths.done)
 
 
 def _discard_quietly(directory: Path) -> list[str]:
