@@ -72,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
     remove.add_argument(
         "--dry-run", action="store_true", help="print the whole change as a unified diff, write nothing"
     )
+    remove.add_argument(
+        "--force",
+        action="store_true",
+        help="remove a folder new did not create (no pipeline.py, other files); still refused while the tree uses it",
+    )
 
     resolve = sub.add_parser(
         "resolve", help="merge conflicts in shared files, keeping both models' additions (git merge driver)"
@@ -201,7 +206,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
     root = Path(args.target).resolve()
     profile = detect_profile(root)
-    plan = plan_remove(profile, args.name)
+    plan = plan_remove(profile, args.name, force=args.force)
     _finish(
         plan, root, profile, dry_run=args.dry_run, nothing=f"nothing to do: {args.name} is not integrated in {root}"
     )

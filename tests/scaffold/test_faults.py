@@ -208,18 +208,29 @@ def _sweep(tree: Tree, plan, rerun, capsys, monkeypatch) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def copies(tmp_path_factory, pristine):
-    """One writable copy per release for the whole module (restored between positions, not re-copied)."""
-    made = {}
+def _copies(tmp_path_factory, pristine):
+    return {}
+
+
+@pytest.fixture
+def copies(_copies, tmp_path_factory, pristine, hash_tree):
+    """One writable copy per release for the whole module (restored between positions, not re-copied);
+    a copy that a test left different from the release (it failed) is dropped, the next test copies afresh."""
+    used = []
 
     def get(version: str) -> Path:
-        if version not in made:
+        if version not in _copies:
             dest = tmp_path_factory.mktemp("faults") / version
             shutil.copytree(pristine(version), dest)
-            made[version] = dest
-        return made[version]
+            _copies[version] = (dest, hash_tree(dest))
+        used.append(version)
+        return _copies[version][0]
 
-    return get
+    yield get
+    for version in used:
+        root, digest = _copies[version]
+        if journal.Paths.of(root).any() or hash_tree(root) != digest:
+            del _copies[version]
 
 
 def _rerun(root: Path, pattern: str):
@@ -291,13 +302,27 @@ def test_git_tree_keeps_its_journal_in_dot_git(pristine, capsys, tmp_path):
             tree.reset()
 
 
-def test_the_env_hook_kills_the_real_command_and_the_next_command_says_what_it_settled(tmp_path, pristine):
+def _first_rename_into_the_tree(root: Path, name: str, pattern: str, monkeypatch) -> int:
+    """The position of the first rename of a temp file over a tree file (its temp file exists then)."""
+    probe = root.parent / "probe"
+    shutil.copytree(root, probe)
+    seen = []
+    real = faults.point
+    monkeypatch.setattr(faults, "point", lambda op, path: (seen.append((op, Path(path))), real(op, path)))
+    plan_new(detect_profile(probe), make_names(name, pattern), parallel=False).apply()
+    monkeypatch.setattr(faults, "point", real)
+    shutil.rmtree(probe)
+    return next(i for i, (op, path) in enumerate(seen, 1) if op == "replace" and "journal" not in str(path))
+
+
+def test_the_env_hook_kills_the_real_command_and_the_next_command_says_what_it_settled(tmp_path, pristine, monkeypatch):
     """End to end through the installed entry point: SIGKILL mid-`new`, then `new` again completes it."""
     root = tmp_path / "tree"
     shutil.copytree(pristine("0.20.0"), root)
     argv = [sys.executable, "-m", "omnitts.scaffold.cli", "new", "cli_tts", "--pattern", "single-stage"]
     argv += ["--target", str(root)]
-    env = {**os.environ, faults.ENV: "kill:25"}
+    n = _first_rename_into_the_tree(root, "cli_tts", "single-stage", monkeypatch)
+    env = {**os.environ, faults.ENV: f"kill:{n}"}
     proc = subprocess.run(argv, env=env, capture_output=True, text=True)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert (root / ".omnitts-journal").is_dir()
