@@ -190,6 +190,8 @@ def _plan_record(root: Path, changes: list[Change], command: str) -> tuple[dict,
             backups[op["backup"]] = path.read_bytes()
         if change.text is not None:
             data = change.text.encode("utf-8")
+            if os.path.lexists(temp_path(path)):  # ours exist only while a journal does: this one is not ours
+                raise ScaffoldError(f"{temp_path(path).relative_to(root)} is in the way of the write; nothing written")
             op["temp"] = temp_path(path).relative_to(root).as_posix()
             op["sha256"] = hashlib.sha256(data).hexdigest()
             if not exists:
@@ -423,28 +425,38 @@ def recover(root: Path) -> str | None:
     if not paths.any():
         return None
     with tree_lock(root):
-        lines = []
-        if paths.new.exists():
-            _discard(paths.new)
-            lines.append("removed the journal of a transaction interrupted before its first write")
-        if paths.live.exists():
-            journal = _load(root, paths)
-            problems = rollback(journal)
-            what = _what(journal.record)
-            if problems:
-                raise ScaffoldError(
-                    f"rolling back the interrupted {what}: could not restore {', '.join(problems)}; the journal in"
-                    f" {paths.home} keeps the original bytes, fix the cause and run any omnitts-scaffold command again"
-                )
-            _replace(paths.live, paths.done)
-            n = len(journal.ops)
-            lines.append(f"rolled back the interrupted {what}: {n} file(s) as they were before it")
-        if paths.done.exists():
-            finished = not any(line.startswith("rolled back") for line in lines)
-            _discard(paths.done)
-            if finished:
-                lines.append("finished an interrupted transaction: every change had been written; its journal removed")
-        return "; ".join(lines)
+        try:
+            return _settle_found(root, paths)
+        except OSError as exc:
+            raise ScaffoldError(
+                f"settling the journal of an interrupted omnitts-scaffold run in {paths.home}: {exc.filename or ''}"
+                f" ({_describe_error(exc)}); fix the cause and run any omnitts-scaffold command again"
+            ) from exc
+
+
+def _settle_found(root: Path, paths: Paths) -> str:
+    lines = []
+    if paths.new.exists():
+        _discard(paths.new)
+        lines.append("removed the journal of a transaction interrupted before its first write")
+    if paths.live.exists():
+        journal = _load(root, paths)
+        problems = rollback(journal)
+        what = _what(journal.record)
+        if problems:
+            raise ScaffoldError(
+                f"rolling back the interrupted {what}: could not restore {', '.join(problems)}; the journal in"
+                f" {paths.home} keeps the original bytes, fix the cause and run any omnitts-scaffold command again"
+            )
+        _replace(paths.live, paths.done)
+        n = len(journal.ops)
+        lines.append(f"rolled back the interrupted {what}: {n} file(s) as they were before it")
+    if paths.done.exists():
+        finished = not any(line.startswith("rolled back") for line in lines)
+        _discard(paths.done)
+        if finished:
+            lines.append("finished an interrupted transaction: every change had been written; its journal removed")
+    return "; ".join(lines)
 
 
 def _what(record: dict) -> str:

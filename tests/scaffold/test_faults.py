@@ -350,3 +350,83 @@ def test_bad_fault_spec_is_a_one_line_error(monkeypatch, tmp_path, pristine):
         monkeypatch.delenv(faults.ENV)
         faults.reset()
     assert not (root / ".omnitts-journal").exists()
+
+
+def _small_tree(tmp_path, pristine, version="0.20.0"):
+    root = tmp_path / "tree"
+    shutil.copytree(pristine(version), root)
+    return root, plan_new(detect_profile(root), make_names(NAME, "single-stage"), parallel=False)
+
+
+def test_a_rollback_that_cannot_restore_names_what_and_keeps_the_journal(tmp_path, pristine, hash_tree, monkeypatch):
+    """The model folder turns read-only at its last write: rollback cannot unlink there, says so, keeps the
+    journal; the next command (the folder writable again) finishes the rollback."""
+    root, plan = _small_tree(tmp_path, pristine)
+    before = hash_tree(root)
+    tree = Tree(root, plan)
+    seen = []
+    real = faults.point
+    monkeypatch.setattr(faults, "point", lambda op, path: (seen.append((op, Path(path))), real(op, path)))
+    faults.reset()
+    plan.apply()
+    monkeypatch.setattr(faults, "point", real)
+    tree.reset()
+    assert hash_tree(root) == before
+    n = max(i for i, (op, path) in enumerate(seen, 1) if op == "replace" and path.parent.name == NAME)
+    monkeypatch.setenv(faults.ENV, f"erofs:{n}")
+    faults.reset()
+    with pytest.raises(ScaffoldError) as info:
+        plan.apply()
+    monkeypatch.delenv(faults.ENV)
+    faults.reset()
+    message = str(info.value)
+    assert "(Read-only file system)" in message and "\n" not in message
+    assert "rollback could not restore" in message and "finishes the rollback" in message
+    assert (root / ".omnitts-journal").is_dir()
+    assert main(["check", NAME, "--target", str(root)]) != 0  # settles first, then: no such model
+    assert hash_tree(root) == before
+    assert not (root / ".omnitts-journal").exists()
+
+
+def test_a_second_writer_is_refused_while_the_first_holds_the_tree(tmp_path, pristine, hash_tree):
+    root, plan = _small_tree(tmp_path, pristine)
+    before = hash_tree(root)
+    with journal.tree_lock(root):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child: another process trying to write the same tree
+            try:
+                plan.apply()
+            except ScaffoldError as exc:
+                os._exit(7 if "another omnitts-scaffold command is writing" in str(exc) else 1)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 7
+    assert hash_tree(root) == before
+
+
+def test_an_interrupt_during_apply_restores_the_tree_and_stays_an_interrupt(tmp_path, pristine, hash_tree, monkeypatch):
+    root, plan = _small_tree(tmp_path, pristine)
+    before = hash_tree(root)
+    calls = []
+    real = faults.point
+
+    def interrupt(op, path):
+        calls.append(op)
+        if len(calls) == 30:
+            raise KeyboardInterrupt
+        real(op, path)
+
+    monkeypatch.setattr(faults, "point", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        plan.apply()
+    assert hash_tree(root) == before
+    assert not (root / ".omnitts-journal").exists()
+
+
+def test_an_unreadable_journal_is_a_one_line_error(tmp_path, pristine, capsys):
+    root, _ = _small_tree(tmp_path, pristine)
+    (root / ".omnitts-journal" / "backups").mkdir(parents=True)
+    (root / ".omnitts-journal" / "journal.json").write_text("{not json")
+    assert main(["check", "qwen3_tts", "--target", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "journal" in err and "is unreadable" in err, err
