@@ -21,7 +21,7 @@ from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.formatting import format_python
 from omnitts.scaffold.integration import Patch, PatchRun, from_names, patch_jobs
 from omnitts.scaffold.integration import shared_file_patches as _integration_patches
-from omnitts.scaffold.naming import ModelNames, template_context
+from omnitts.scaffold.naming import ModelNames, check_name_in_tree, template_context
 from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
 from omnitts.scaffold.render import render_pattern, render_shared, templates_root
 
@@ -237,6 +237,7 @@ def _hub_edits(names: ModelNames, ctx: dict[str, str]):
 
 def _refuse_taken_names(profile: LayoutProfile, names: ModelNames) -> None:
     """Refuse names another model owns; our own earlier run of the same `new` is not a conflict."""
+    check_name_in_tree(profile.root, names.name)
     pkg = profile.root / layout.MODELS / names.name
     marker = pkg / "pipeline.py"
     if pkg.exists() and not marker.exists():
