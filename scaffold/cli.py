@@ -18,6 +18,7 @@ from omnitts.scaffold import releases
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.naming import PATTERNS, make_names
 from omnitts.scaffold.profiles import ERA_TITLES, detect_profile
+from omnitts.validators.cli_io import quiet_on_closed_pipe
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -239,6 +240,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 COMMANDS = {"new": cmd_new, "check": cmd_check, "remove": cmd_remove, "resolve": cmd_resolve}
 
 
+@quiet_on_closed_pipe
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -248,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader closed stdout (`| head`): not an internal error
+        raise
     except Exception as exc:  # fail closed: an internal error is a failure with its one-line cause
         print(f"omnitts-scaffold: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         if os.environ.get("OMNITTS_DEBUG"):

@@ -419,7 +419,7 @@ def _lint_source(
         if rule.scope != "file" or kind not in rule.kinds:
             continue
         ran.add(rule.id)
-        if rule.needles and not any(n in text for n in rule.needles):
+        if rule.needles and not _mentions(rule.needles, text):
             continue
         try:
             for rep in rule().check(src):
@@ -452,6 +452,22 @@ def _lint_source(
         except Exception as exc:
             findings.append(meta(display, 1, 1, "OMNI-META-004", f"internal error in the package pass: {exc}"))
     return sorted(set(findings), key=Finding.sort_key), outgoing
+
+
+_LOOSE_NEEDLES: dict[tuple, re.Pattern] = {}
+
+
+def _mentions(needles, text: str) -> bool:
+    """A rule's textual prefilter. Needles are written in canonical spacing (``def forward``, ``id(``);
+    code spelled ``def  forward (`` or ``id (x)`` is the same code and must not skip the rule."""
+    if any(n in text for n in needles):
+        return True
+    key = tuple(needles)
+    loose = _LOOSE_NEEDLES.get(key)
+    if loose is None:
+        parts = [re.escape(n).replace("\\ ", r"\s+").replace("\\(", r"\s*\(") for n in needles]
+        loose = _LOOSE_NEEDLES[key] = re.compile("|".join(parts))
+    return loose.search(text) is not None
 
 
 _LOOPY = re.compile(r"\bfor\b|\bwhile\b|\byield\b")
