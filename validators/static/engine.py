@@ -253,8 +253,16 @@ def _header(stmt: ast.AST) -> ast.AST:
 
 def stmt_digest(tree: ast.Module | None, line: int, col: int, fallback: str = "") -> str:
     stmt = enclosing_stmt(tree, line, col) if tree is not None else None
-    raw = ast.dump(_header(stmt), include_attributes=False) if stmt is not None else " ".join(fallback.split())
-    return hashlib.blake2b(raw.encode(), digest_size=6).hexdigest()
+    if stmt is None:
+        return hashlib.blake2b(" ".join(fallback.split()).encode(), digest_size=6).hexdigest()
+    # One dump per statement, kept on the tree: a long statement with many findings (a 3,000-term sum
+    # of host syncs) would otherwise be dumped once per finding, quadratic in its size.
+    digests = tree.__dict__.setdefault("_omni_digests", {})
+    digest = digests.get(id(stmt))
+    if digest is None:
+        raw = ast.dump(_header(stmt), include_attributes=False)
+        digest = digests[id(stmt)] = hashlib.blake2b(raw.encode(), digest_size=6).hexdigest()
+    return digest
 
 
 def symbol_at(tree: ast.Module, line: int) -> str:
