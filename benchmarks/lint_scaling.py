@@ -14,7 +14,9 @@ Shapes (each the worst case of a part that used to be super-linear):
   walker copied its whole environment per branch: 48 s for 400 KB);
 - ``many-findings``: thousands of small models, each with a host sync in a hot loop (every finding
   scanned the module for its enclosing statement and symbol: 22 s for 800 KB);
-- ``call-chain``: one module whose per-step methods call each other in a chain.
+- ``call-chain``: one module whose per-step methods call each other in a chain;
+- ``long-statements``: hot loops whose statements are 500-term sums of host syncs (every finding
+  dumped its whole statement for the baseline fingerprint: 22 s for one 1,000-term statement).
 
     python benchmarks/lint_scaling.py                         # 0.1, 0.5, 1, 2, 5 MB
     python benchmarks/lint_scaling.py --sizes 0.1,1 --shapes one-function
@@ -45,7 +47,7 @@ MODEL_FILES = (
     "qwen3_tts/qwen3_tts_code_predictor_vllm.py",
 )
 
-_BAD = '''
+_BAD = """
 class M{k}(torch.nn.Module):
     def forward(self, x: torch.Tensor):
         out = []
@@ -55,8 +57,8 @@ class M{k}(torch.nn.Module):
 
     def helper{k}(self, out):
         return out
-'''
-_CHAIN = '''
+"""
+_CHAIN = """
     def step{k}(self, x):
         y = torch.zeros(4)
         for i in range(2):
@@ -65,7 +67,7 @@ _CHAIN = '''
             else:
                 y = y - x
         return self.step{k1}(y)
-'''
+"""
 
 
 def _models(size: int, tree: Path | None) -> str:
@@ -78,7 +80,7 @@ def _models(size: int, tree: Path | None) -> str:
         src = "\n".join(line for line in srcs[k % len(srcs)].splitlines() if not line.startswith("from __future__"))
         names = sorted(set(re.findall(r"^(?:class|def) (\w+)", src, re.M)), key=len, reverse=True)
         if names:
-            src = re.sub(r"\b(" + "|".join(map(re.escape, names)) + r")\b", lambda m: f"{m.group(1)}_{k}", src)
+            src = re.sub(r"\b(" + "|".join(map(re.escape, names)) + r")\b", rf"\1_{k}", src)
         parts.append(src)
         total += len(src) + 2
         k += 1
@@ -102,8 +104,9 @@ def build(shape: str, size: int, tree: Path | None) -> str:
     if shape == "one-function":
         return _repeat(
             "import torch\n\n\nclass Big(torch.nn.Module):\n    def forward(self, x):\n        out = []\n",
-            lambda k: f"        for i{k} in range(3):\n            v{k} = x[i{k}].sum() + {k}\n"
-            f"            out.append(v{k})\n",
+            lambda k: (
+                f"        for i{k} in range(3):\n            v{k} = x[i{k}].sum() + {k}\n            out.append(v{k})\n"
+            ),
             "        return out\n",
             size,
         )
@@ -114,6 +117,17 @@ def build(shape: str, size: int, tree: Path | None) -> str:
             "import torch\n\n\nclass Big(torch.nn.Module):\n    def forward(self, x):\n        return self.step0(x)\n",
             lambda k: _CHAIN.format(k=k, k1=k + 1),
             "\n    def step{k}(self, x):\n        return x\n",
+            size,
+        )
+    if shape == "long-statements":
+        term = "+".join(["x[i].item()"] * 500)
+        return _repeat(
+            "import torch\n",
+            lambda k: (
+                f"\n\nclass L{k}(torch.nn.Module):\n    def forward(self, x):\n        for i in range(3):\n"
+                f"            y = {term}\n        return y\n"
+            ),
+            "",
             size,
         )
     raise SystemExit(f"unknown shape {shape}")
@@ -180,7 +194,7 @@ def resolve_tree(arg: str | None) -> Path | None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="0.1,0.5,1,2,5", help="MB, comma-separated")
-    ap.add_argument("--shapes", default="models,one-function,many-findings,call-chain")
+    ap.add_argument("--shapes", default="models,one-function,many-findings,call-chain,long-statements")
     ap.add_argument("--tree", help="an extracted vllm-omni 0.30.0 (default: the PyPI cache)")
     ap.add_argument("--no-cli", action="store_true", help="skip the end-to-end CLI run on the largest file")
     ap.add_argument("--out", help="write a markdown report here")
@@ -201,16 +215,19 @@ def main(argv: list[str] | None = None) -> int:
                 real_mb = path.stat().st_size / 1e6
                 m = measure(path)
                 rows.append({"shape": shape, "mb": real_mb, **m})
+                per_mb = m["lint_cpu"] / real_mb
                 print(
-                    f"{shape:14} {real_mb:5.2f} MB  lint {m['lint_cpu']:6.2f} s cpu ({m['lint_cpu'] / real_mb:5.2f} s/MB)"
+                    f"{shape:14} {real_mb:5.2f} MB  lint {m['lint_cpu']:6.2f} s cpu ({per_mb:5.2f} s/MB)"
                     f"  ast.parse {m['parse_cpu']:5.2f} s  ratio {m['lint_cpu'] / max(m['parse_cpu'], 1e-9):5.2f}x"
                     f"  findings {m['findings']}" + (f"  CRASH {m['crash']}" if m["crash"] else ""),
                     file=sys.stderr,
                 )
             if not args.no_cli:
                 cli[shape] = cli_time(Path(tmp) / f"{shape}-{sizes[-1]}.py")
-                print(f"{shape:14} CLI on the largest file: {cli[shape][0]:.2f} s wall, {cli[shape][1]:.2f} s cpu",
-                      file=sys.stderr)
+                print(
+                    f"{shape:14} CLI on the largest file: {cli[shape][0]:.2f} s wall, {cli[shape][1]:.2f} s cpu",
+                    file=sys.stderr,
+                )
 
     report, ok = render(rows, cli, shapes, sizes)
     print(report)

@@ -88,23 +88,29 @@ class ProgramGenerator:
             return r.choice(simple)()
         d, inner = depth + 1, indent + 4
         compound = [
-            lambda: [f"{pad}for {self.name()} in {r.choice(['range(4)', self.expr(), 'infos', 'enumerate(infos)'])}:"]
-            + self.block(inner, d),
+            lambda: (
+                [f"{pad}for {self.name()} in {r.choice(['range(4)', self.expr(), 'infos', 'enumerate(infos)'])}:"]
+                + self.block(inner, d)
+            ),
             lambda: [f"{pad}while {self.expr()}:"] + self.block(inner, d) + [f"{inner * ' '}break"],
             lambda: [f"{pad}if {self.expr()}:"] + self.block(inner, d) + [f"{pad}else:"] + self.block(inner, d),
             lambda: [f"{pad}if self.{r.choice(ATTRS)} is None:"] + self.block(inner, d),
             lambda: [f"{pad}if ({self.name()} := {self.expr()}) is not None:"] + self.block(inner, d),
             lambda: [f"{pad}with torch.no_grad():"] + self.block(inner, d),
-            lambda: [f"{pad}try:"]
-            + self.block(inner, d)
-            + [f"{pad}except Exception as e:"]
-            + self.block(inner, d)
-            + [f"{pad}finally:"]
-            + self.block(inner, d),
-            lambda: [f"{pad}match {self.expr()}:", f"{pad}    case 1:"]
-            + self.block(inner + 4, d)
-            + [f"{pad}    case _:"]
-            + self.block(inner + 4, d),
+            lambda: (
+                [f"{pad}try:"]
+                + self.block(inner, d)
+                + [f"{pad}except Exception as e:"]
+                + self.block(inner, d)
+                + [f"{pad}finally:"]
+                + self.block(inner, d)
+            ),
+            lambda: (
+                [f"{pad}match {self.expr()}:", f"{pad}    case 1:"]
+                + self.block(inner + 4, d)
+                + [f"{pad}    case _:"]
+                + self.block(inner + 4, d)
+            ),
             lambda: [f"{pad}def {r.choice(HOOKS)}({self.name()}):"] + self.block(inner, d),
         ]
         return r.choice(compound)()

@@ -159,9 +159,7 @@ def _run(args) -> int:
         None
         if args.no_baseline or args.write_baseline
         else (
-            Path(args.baseline)
-            if args.baseline
-            else baseline.find_default(Path(_first_existing(args.paths)).resolve())
+            Path(args.baseline) if args.baseline else baseline.find_default(Path(_first_existing(args.paths)).resolve())
         )
     )
     if bl_path is not None:
@@ -193,7 +191,9 @@ def _run(args) -> int:
         print(f"omnitts-lint: error: no such file or directory: {path}", file=sys.stderr)
     for path in args.paths if not res.files else ():  # a directory with nothing to check: say so
         if path not in res.missing and os.path.isdir(path):
-            print(f"omnitts-lint: warning: {path} is a directory without Python files or stage configs", file=sys.stderr)
+            print(
+                f"omnitts-lint: warning: {path} is a directory without Python files or stage configs", file=sys.stderr
+            )
     print(_summary(res, findings, stale), file=sys.stderr)
     if res.errors or any(f.rule == "OMNI-META-004" for f in findings):
         return EXIT_INTERNAL

@@ -18,6 +18,7 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from omnitts.validators.static import suppressions
@@ -124,10 +125,10 @@ def discover(paths: Iterable[Path], missing: list[str] | None = None) -> list[st
             missing.append(p)
             continue
         if os.path.isdir(p):
-            cands = []
+            cands: list[str] = []
             # A directory that cannot be listed is kept as an input: reading it fails with its reason
             # (os.walk would skip it silently).
-            for dirpath, dirnames, filenames in os.walk(p, onerror=lambda err: cands.append(err.filename)):
+            for dirpath, dirnames, filenames in os.walk(p, onerror=partial(_unlisted, cands)):
                 dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
                 in_config = not CONFIG_DIRS.isdisjoint(dirpath.split(os.sep))
                 for name in sorted(filenames):
@@ -143,6 +144,11 @@ def discover(paths: Iterable[Path], missing: list[str] | None = None) -> list[st
                 seen.add(r)
                 out.append(c)
     return out
+
+
+def _unlisted(cands: list[str], err: OSError) -> None:
+    if err.filename:
+        cands.append(err.filename)
 
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
