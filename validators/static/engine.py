@@ -164,6 +164,12 @@ def read_source(path: str) -> bytes:
             raise OSError(exc.errno, f"dangling symbolic link to {os.readlink(path)}") from None
         raise OSError(exc.errno, "no such file") from None
     except OSError as exc:
+        try:  # a socket refuses open() with ENXIO: say what the entry is rather than the errno text
+            mode = os.stat(path).st_mode
+        except OSError:
+            mode = stat.S_IFREG
+        if not stat.S_ISREG(mode):
+            raise OSError(exc.errno, f"not a regular file ({_file_type(mode)})") from None
         raise OSError(exc.errno, exc.strerror or str(exc)) from None
     try:
         st = os.fstat(fd)
@@ -387,7 +393,7 @@ def lint_source(
                 1,
                 1,
                 "OMNI-META-001",
-                f"expressions nest too deeply to analyse (more than {DEEP_RECURSION_LIMIT:,} levels{where}); "
+                f"expressions nest too deeply to analyse (past a recursion limit of {DEEP_RECURSION_LIMIT:,}{where}); "
                 "no rule could check this file",
                 key="too-deep",
             )
