@@ -5,7 +5,7 @@
 #
 # Meant for the borrowed GPU machine (torch, numpy, pytest, pytest-xdist, PyYAML, jinja2, transformers; no
 # soundfile/libcst/cookiecutter/ruff/vllm and no pip install of this repo): the repo folders are mapped onto the
-# omnitts.* namespace with a symlink shim and the pytest plugin is loaded with -p. WAVs fall back to the stdlib
+# omnitts.* namespace with a symlink shim; validators/conftest.py loads the pytest plugin. WAVs fall back to the stdlib
 # `wave` writer when soundfile is absent. Writes:
 #   $OUT/validators/{results.json,checklist.md,checklist.json,wav/...}   the suite with --device cuda
 #   $OUT/harness_overhead.json                                          harness vs bare loop on CUDA
@@ -23,7 +23,7 @@ mkdir -p "$OUT"
 SHIM="$(mktemp -d)"
 trap 'rm -rf "$SHIM"' EXIT
 mkdir -p "$SHIM/omnitts"
-for d in validators reference_models templates scaffold; do
+for d in knowledge validators reference_models templates scaffold; do
   [ -d "$REPO/$d" ] && ln -s "$REPO/$d" "$SHIM/omnitts/$d"
 done
 export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
@@ -37,14 +37,9 @@ export OMNITTS_CACHE_DIR="${OMNITTS_CACHE_DIR:-$OUT/.cache}"
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 
-# plugin autoload stays on for xdist etc.; the omnitts plugin is not installed here, so load it explicitly
-PLUGIN=()
-"$PY" -c 'import importlib.metadata as m; eps = m.entry_points(group="pytest11"); raise SystemExit(0 if any(e.name == "omnitts" for e in eps) else 1)' \
-  || PLUGIN=(-p omnitts.validators.plugin)
-
 cd "$REPO"
 set -x
-"$PY" -m pytest validators "${PLUGIN[@]}" --model "$MODELS" --device "$DEVICE" --omnitts-out "$OUT/validators" \
+"$PY" -m pytest validators --model "$MODELS" --device "$DEVICE" --omnitts-out "$OUT/validators" \
   --check-timeout 300 -q -p no:cacheprovider -rfs 2>&1 | tee "$OUT/pytest.log"
 status=${PIPESTATUS[0]}
 "$PY" benchmarks/harness_overhead.py --device "$DEVICE" --models "$MODELS" --repeats "${REPEATS:-21}" --out "$OUT/harness_overhead.json" \

@@ -1,11 +1,11 @@
 """pytest plugin of the runtime validators: ``pytest validators --model NAME``.
 
-Registered through the ``pytest11`` entry point, so it is loaded by every pytest run in an environment
-where omnitts is installed; it stays inert (no torch import) unless the checks are collected.
-
-Options: ``--model NAME`` (repeatable, comma lists, ``all``), ``--list-models``, ``--omni-root DIR``,
-``--device {cpu,cuda}``, ``--omnitts-out DIR``, ``--omni-release X.Y.Z``, ``--check-timeout S``.
-``omnitts-validate`` (:func:`run_from_anywhere`) runs the same checks out of the installed package.
+Loaded only where it is asked for: by ``validators/conftest.py`` (``pytest validators ...``) and with ``-p`` by
+``omnitts-validate``; never through an entry point, so other pytest sessions of the environment never see it.
+Every option has a collision-free ``--omnitts-*`` spelling; the short spellings the docs use (``--model``,
+``--device``, ...) are added only when no plugin or conftest of the session took them first. The per-model
+parametrisation and the fixtures live in ``validators/checks/conftest.py``, so they apply to the checks only.
+All state lives in ``config.stash``.
 """
 
 from __future__ import annotations
@@ -14,66 +14,125 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 CHECK_MARK = "omnitts_check"
+MODEL_PARAM = "omnitts_model"  # the parametrised fixture that carries the model name (validators/checks/conftest.py)
+
+
+@dataclass
+class State:
+    """What one session of the validators keeps (``config.stash[STATE]``)."""
+
+    models: list[str]
+    out: Path
+    records: dict[str, dict] = field(default_factory=dict)  # nodeid -> outcome, metrics, messages of one check
+    contexts: dict[str, object] = field(default_factory=dict)  # model name -> ModelContext (this process)
+    written: tuple[Path, ...] = ()
+
+
+STATE = pytest.StashKey[State]()
+
+# (short spelling or None, collision-free spelling, argparse attributes); dest is always the long name's
+_OPTIONS: list[tuple[str | None, str, dict]] = [
+    (
+        "--model",
+        "--omnitts-model",
+        dict(
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="model to validate: a reference model, a mutant (model@bug), a model of --omni-root, or "
+            "file.py:factory; repeat or comma-separate; 'all' = every reference model and mutant",
+        ),
+    ),
+    (
+        "--list-models",
+        "--omnitts-list-models",
+        dict(action="store_true", default=False, help="print every reference model and mutant name, and exit"),
+    ),
+    (
+        "--omni-root",
+        "--omnitts-omni-root",
+        dict(
+            default=None,
+            metavar="DIR",
+            help="a vLLM-Omni tree whose vllm_omni/model_executor/models/NAME is validated (needs real vllm)",
+        ),
+    ),
+    ("--device", "--omnitts-device", dict(default="cpu", choices=("cpu", "cuda"), help="device the models run on")),
+    (
+        "--gpus",
+        "--omnitts-gpus",
+        dict(
+            default=None,
+            metavar="LIST",
+            help="with --device cuda: GPU indices the run may use (e.g. 0,1; default every visible one); xdist "
+            "workers are pinned round-robin over them, workers sharing a GPU split its memory",
+        ),
+    ),
+    (
+        None,
+        "--omnitts-out",
+        dict(default=None, metavar="DIR", help="where WAVs, checklist.md/json and results.json go (./omnitts-out)"),
+    ),
+    (
+        "--omni-release",
+        "--omnitts-release",
+        dict(
+            default=None,
+            metavar="X.Y.Z",
+            help="target vLLM-Omni release whose runner contract is reproduced (default: the model's)",
+        ),
+    ),
+    (
+        "--check-timeout",
+        "--omnitts-check-timeout",
+        dict(
+            default=60.0,
+            type=float,
+            metavar="S",
+            help="seconds of model work one scenario may take; past it (plus a short grace) the model is "
+            "interrupted, even inside a blocking call, and its check fails as a hang",
+        ),
+    ),
+    (
+        "--require-real-vllm",
+        "--omnitts-require-real-vllm",
+        dict(
+            action="store_true",
+            default=False,
+            help="fail unless the release's own consolidation function is importable (real-vLLM tier)",
+        ),
+    ),
+]
+
+
+def _taken_option_names(parser) -> set[str]:
+    """Option strings other plugins and conftests of this session registered before us."""
+    groups = [getattr(parser, "_anonymous", None), *getattr(parser, "_groups", [])]
+    return {name for g in groups if g is not None for opt in g.options for name in opt.names()}
 
 
 def pytest_addoption(parser):
+    taken = _taken_option_names(parser)
     group = parser.getgroup("omnitts", "omnitts runtime validators")
-    group.addoption(
-        "--model",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="model to validate: a reference model, a mutant (model@bug), a model of --omni-root, or "
-        "file.py:factory; repeat or comma-separate; 'all' = every reference model and mutant",
-    )
-    group.addoption(
-        "--list-models",
-        action="store_true",
-        default=False,
-        help="print every reference model and mutant name, one per line, and exit",
-    )
-    group.addoption(
-        "--omni-root",
-        default=None,
-        metavar="DIR",
-        help="a vLLM-Omni tree whose vllm_omni/model_executor/models/NAME is validated (needs real vllm)",
-    )
-    group.addoption("--device", default="cpu", choices=("cpu", "cuda"), help="device the models run on")
-    group.addoption(
-        "--omnitts-out",
-        default=None,
-        metavar="DIR",
-        help="where WAVs, checklist.md/json and results.json go (default ./omnitts-out)",
-    )
-    group.addoption(
-        "--omni-release",
-        default=None,
-        metavar="X.Y.Z",
-        help="target vLLM-Omni release whose runner contract is reproduced (default: the model's)",
-    )
-    group.addoption(
-        "--check-timeout",
-        default=60.0,
-        type=float,
-        metavar="S",
-        help="seconds of model work one check may take before it fails as a hang",
-    )
-    group.addoption(
-        "--require-real-vllm",
-        action="store_true",
-        default=False,
-        help="fail unless the release's own consolidation function is importable (real-vLLM tier)",
-    )
+    for short, long, attrs in _OPTIONS:
+        names = [long] if short is None or short in taken else [short, long]
+        group.addoption(*names, dest=long[2:].replace("-", "_"), **attrs)
+
+
+def option(config, name: str):
+    """The value of ``--omnitts-NAME`` (whichever spelling was used on the command line)."""
+    return config.getoption(f"omnitts_{name}")
 
 
 def _model_names(config) -> list[str]:
     names: list[str] = []
-    for raw in config.getoption("model") or []:
+    for raw in option(config, "model") or []:
         for n in str(raw).split(","):
             n = n.strip()
             if n and n not in names:
@@ -87,7 +146,7 @@ def _model_names(config) -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
-    if config.getoption("list_models", False):
+    if option(config, "list_models"):
         from omnitts.validators.runtime.loaders import list_model_names
 
         names = list_model_names()
@@ -105,180 +164,150 @@ def pytest_configure(config):
     config.addinivalue_line("markers", f"{CHECK_MARK}(check_id): the checklist id a runtime validator check reports")
     if not config.pluginmanager.hasplugin("xdist"):
         config.addinivalue_line("markers", "xdist_group(name): keep tests of one group on one xdist worker")
-    config._omnitts_models = _model_names(config)
-    out = config.getoption("omnitts_out", None) or os.environ.get("OMNITTS_OUT") or "omnitts-out"
-    config._omnitts_out = Path(out).resolve()
-    config._omnitts_records = {}
-    config._omnitts_contexts = {}
-    if config._omnitts_models and config.pluginmanager.hasplugin("xdist"):
+    out = option(config, "out") or os.environ.get("OMNITTS_OUT") or "omnitts-out"
+    state = config.stash[STATE] = State(models=_model_names(config), out=Path(out).resolve())
+    if state.models and config.pluginmanager.hasplugin("xdist"):
         # keep all checks of one model on one worker so they share its runs
         if getattr(config.option, "dist", "no") == "load":
             config.option.dist = "loadgroup"
+    if state.models and not hasattr(config, "workerinput"):
+        from omnitts.validators import requirements
 
-
-def pytest_generate_tests(metafunc):
-    if "model_name" not in metafunc.fixturenames:
-        return
-    names = metafunc.config._omnitts_models
-    if not names:
-        raise pytest.UsageError(
-            "the runtime validators need a model: pytest validators --model NAME (see --list-models, --omni-root)"
+        problem = requirements.missing(
+            state.models, option(config, "omni_root"), option(config, "require_real_vllm"), option(config, "release")
         )
-    metafunc.parametrize("model_name", [pytest.param(n, marks=pytest.mark.xdist_group(n)) for n in names], ids=names)
-
-
-@pytest.fixture(scope="session")
-def omnitts_options(pytestconfig):
-    from omnitts.validators.runtime.context import Options
-
-    device = pytestconfig.getoption("device")
-    import torch
-
-    if device == "cpu":
-        # tiny models: intra-op threads only add spin-waits, and xdist workers would oversubscribe the cores
-        torch.set_num_threads(int(os.environ.get("OMNITTS_TORCH_THREADS", "1")))
-    else:
-        # functional validation, not speed: TF32 would make batched and solo results differ beyond float32 noise
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-    return Options(
-        device=device,
-        omni_root=pytestconfig.getoption("omni_root"),
-        release=pytestconfig.getoption("omni_release"),
-        out_dir=pytestconfig._omnitts_out,
-        timeout=float(pytestconfig.getoption("check_timeout")),
-        require_real=bool(pytestconfig.getoption("require_real_vllm")),
-    )
-
-
-@pytest.fixture
-def ctx(model_name, omnitts_options, pytestconfig):
-    """The model's :class:`ModelContext` (shared by all checks of this model in this process)."""
-    from omnitts.validators.runtime.context import ModelContext
-
-    store = pytestconfig._omnitts_contexts
-    if model_name not in store:
-        store[model_name] = ModelContext(model_name, omnitts_options)
-    return store[model_name]
-
-
-@pytest.fixture
-def record(request):
-    """``record(metrics=..., extra_checks={...})``: attach numbers and extra checklist ticks to this check."""
-
-    def _record(metrics: dict | None = None, extra_checks: dict | None = None, **kw):
-        payload = dict(metrics or {}, **kw)
-        if payload:
-            request.node.user_properties.append(("omnitts_metrics", _jsonable(payload)))
-        if extra_checks:
-            request.node.user_properties.append(("omnitts_extra", dict(extra_checks)))
-
-    return _record
-
-
-@pytest.fixture(autouse=True)
-def _omnitts_tag(request):
-    mark = request.node.get_closest_marker(CHECK_MARK)
-    if mark is not None and "model_name" in request.fixturenames:
-        model = request.getfixturevalue("model_name")
-        request.node.user_properties.append(("omnitts_check", {"check": mark.args[0], "model": model}))
-    yield
-
-
-def _jsonable(obj):
-    try:
-        json.dumps(obj)
-        return obj
-    except TypeError:
-        return json.loads(json.dumps(obj, default=str))
+        if problem:
+            raise pytest.UsageError(problem)  # one line, exit 4, before any check runs
+    config.pluginmanager.register(_Collector(state), "omnitts-collector")
 
 
 # -- results gathering (runs on the xdist controller, or in the single process) ----------------------
 
 
-def pytest_runtest_logreport(report):
-    config = getattr(report, "config", None)
-    props = dict()
-    tag = None
-    metrics: dict = {}
-    extra: dict = {}
-    for name, value in getattr(report, "user_properties", []) or []:
-        if name == "omnitts_check":
-            tag = value
-        elif name == "omnitts_metrics":
-            metrics.update(value)
-        elif name == "omnitts_extra":
-            extra.update(value)
-    if tag is None:
-        return
-    del props, config
-    rec = _RECORDS.setdefault(
-        report.nodeid,
-        {"check": tag["check"], "model": tag["model"], "outcome": "passed", "metrics": {}, "extra": {}, "message": ""},
-    )
-    rec["metrics"].update(metrics)
-    rec["extra"].update(extra)
-    if report.failed:
-        rec["outcome"] = "failed"
-        rec["message"] = (report.longreprtext or "")[:4000]
-    elif report.skipped and rec["outcome"] != "failed":
-        rec["outcome"] = "skipped"
-        lr = report.longrepr
-        rec["message"] = str(lr[2] if isinstance(lr, tuple) and len(lr) == 3 else lr)[:500]
-    elif report.when == "call" and rec["outcome"] not in ("failed", "skipped"):
-        rec["outcome"] = "passed"
+class _Collector:
+    """Turns the checks' reports (their ``user_properties``) into per-check records in the session state."""
+
+    def __init__(self, state: State):
+        self.state = state
+
+    def pytest_runtest_logreport(self, report):
+        tag = None
+        placement = None
+        metrics: dict = {}
+        extra: dict = {}
+        for name, value in getattr(report, "user_properties", []) or []:
+            if name == "omnitts_check":
+                tag = value
+            elif name == "omnitts_metrics":
+                metrics.update(value)
+            elif name == "omnitts_extra":
+                extra.update(value)
+            elif name == "omnitts_placement":
+                placement = value
+        if tag is None:
+            return
+        rec = self.state.records.setdefault(
+            report.nodeid,
+            {
+                "check": tag["check"],
+                "model": tag["model"],
+                "outcome": "passed",
+                "metrics": {},
+                "extra": {},
+                "message": "",
+            },
+        )
+        rec["metrics"].update(metrics)
+        rec["extra"].update(extra)
+        if placement:
+            rec["placement"] = placement
+        if report.failed:
+            rec["outcome"] = "failed"
+            rec["message"] = (report.longreprtext or "")[:4000]
+        elif report.skipped and rec["outcome"] != "failed":
+            rec["outcome"] = "skipped"
+            lr = report.longrepr
+            rec["message"] = str(lr[2] if isinstance(lr, tuple) and len(lr) == 3 else lr)[:500]
 
 
-_RECORDS: dict[str, dict] = {}
+_ORDER = {"failed": 3, "passed": 2, "skipped": 1, None: 0}
 
 
-def _aggregate():
+def _aggregate(records: dict[str, dict]) -> dict[str, dict]:
     per_model: dict[str, dict] = {}
-    for rec in _RECORDS.values():
+    for rec in records.values():
         m = per_model.setdefault(rec["model"], {"results": {}, "metrics": {}, "messages": {}, "pattern": None})
-        prev = m["results"].get(rec["check"])
-        order = {"failed": 3, "passed": 2, "skipped": 1, None: 0}
-        if order[rec["outcome"]] > order[prev]:
+        if _ORDER[rec["outcome"]] > _ORDER[m["results"].get(rec["check"])]:
             m["results"][rec["check"]] = rec["outcome"]
         for k, v in rec["extra"].items():
-            if order.get(v, 0) > order[m["results"].get(k)]:
+            if _ORDER.get(v, 0) > _ORDER[m["results"].get(k)]:
                 m["results"][k] = v
         if rec["metrics"]:
             m["metrics"][rec["check"]] = rec["metrics"]
             m["pattern"] = m["pattern"] or rec["metrics"].get("pattern")
         if rec["message"] and rec["outcome"] != "passed":
             m["messages"][rec["check"]] = rec["message"]
+        if rec.get("placement"):
+            m.setdefault("placement", set()).add((rec["placement"]["worker"], rec["placement"]["device"]))
     return per_model
+
+
+def _placement_lines(per_model: dict[str, dict]) -> list[str]:
+    """Which worker and GPU ran each model's checks (only on CUDA runs, where placement is recorded)."""
+    return [
+        f"{model}: " + ", ".join(f"{device} ({worker})" for worker, device in sorted(info["placement"]))
+        for model, info in sorted(per_model.items())
+        if info.get("placement")
+    ]
+
+
+def _memory_growth(per_model: dict[str, dict], threshold_mb: float = 128.0) -> list[str]:
+    """Checks over which the model process grew by more than ``threshold_mb`` (resident set, or CUDA memory)."""
+    lines = []
+    for model, info in sorted(per_model.items()):
+        for check, metrics in sorted(info["metrics"].items()):
+            mem = metrics.get("memory") or {}
+            for key in ("rss_growth_mb", "cuda_growth_mb"):
+                if (mem.get(key) or 0) > threshold_mb:
+                    lines.append(f"{model} {check}: {key.split('_')[0]} +{mem[key]:.0f} MB over the check")
+    return lines
 
 
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
-    if hasattr(config, "workerinput") or not _RECORDS:
+    state = config.stash.get(STATE, None)
+    if hasattr(config, "workerinput") or state is None or not state.records:
         return
     from omnitts.validators.runtime import checklist
 
-    per_model = _aggregate()
-    out = config._omnitts_out
+    per_model = _aggregate(state.records)
     metrics = {m: info["metrics"] for m, info in per_model.items()}
-    md, js = checklist.write(out, per_model, metrics)
+    md, js = checklist.write(state.out, per_model, metrics)
     results = {
         "generated": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "device": config.getoption("device"),
+        "device": option(config, "device"),
         "models": {
-            m: {"pattern": i["pattern"], "results": i["results"], "metrics": i["metrics"], "failures": i["messages"]}
+            m: {
+                "pattern": i["pattern"],
+                "results": i["results"],
+                "metrics": i["metrics"],
+                "failures": i["messages"],
+                "ran_on": [{"worker": w, "device": d} for w, d in sorted(i.get("placement", ()))],
+            }
             for m, i in per_model.items()
         },
     }
-    (out / "results.json").write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
-    config._omnitts_written = (md, js, out / "results.json")
+    (state.out / "results.json").write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
+    state.written = (md, js, state.out / "results.json")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if hasattr(config, "workerinput") or not _RECORDS:
+    state = config.stash.get(STATE, None)
+    if hasattr(config, "workerinput") or state is None or not state.records:
         return
     from omnitts.validators.runtime import checklist
 
-    per_model = _aggregate()
+    per_model = _aggregate(state.records)
     tr = terminalreporter
     tr.section("omnitts integration checklist")
     if len(per_model) > 3:  # many models (e.g. --model all): one line each; the full lists are in checklist.md
@@ -295,22 +324,19 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             rows = checklist.tick(info["results"], info["pattern"])
             tr.write_line(checklist.render_terminal(model, rows))
             tr.write_line("")
-    written = getattr(config, "_omnitts_written", None)
-    if written:
-        tr.write_line("written: " + ", ".join(str(p) for p in written))
-    wav_root = config._omnitts_out / "wav"
+    for line in _memory_growth(per_model):
+        tr.write_line(f"memory growth: {line}")
+    for line in _placement_lines(per_model):
+        tr.write_line(f"ran on: {line}")
+    if state.written:
+        tr.write_line("written: " + ", ".join(str(p) for p in state.written))
+    wav_root = state.out / "wav"
     if wav_root.is_dir():
         tr.write_line(f"audio of every request: {wav_root}/<model>/<check>/<request>.wav")
 
 
-# -- omnitts-validate ------------------------------------------------------------------------------
-
-
 def run_from_anywhere(argv: list[str] | None = None) -> int:
-    """Console script ``omnitts-validate``: run the installed checks with importlib import mode."""
-    import omnitts.validators.checks as checks
+    """``omnitts-validate`` (kept here for callers of the old entry point; see :mod:`omnitts.validators.validate`)."""
+    from omnitts.validators.validate import main
 
-    checks_dir = str(Path(checks.__file__).resolve().parent)
-    args = list(sys.argv[1:] if argv is None else argv)
-    base = ["-c", os.devnull, "--rootdir", checks_dir, "--import-mode=importlib", "-p", "no:cacheprovider", checks_dir]
-    return int(pytest.main(base + args))
+    return main(argv)

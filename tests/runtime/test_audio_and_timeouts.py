@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
+import traceback
 
 import numpy as np
 import pytest
@@ -55,3 +59,42 @@ def test_deadline_quiet_when_fast():
     with deadline(1.0, "fast"):
         time.sleep(0.01)
     time.sleep(1.2)  # nothing fires afterwards
+
+
+def test_deadline_interrupts_a_blocking_sleep_with_its_stack():
+    t = time.time()
+    with pytest.raises(CheckTimeout) as info:
+        with deadline(0.3, "sleep", grace=0.5):
+            time.sleep(1e6)
+    assert time.time() - t < 3
+    assert "time.sleep(1e6)" in info.value.stack  # the stuck call, taken while it was stuck
+    assert "time.sleep(1e6)" in "".join(traceback.format_tb(info.value.__traceback__))
+
+
+def test_deadline_hands_foreign_alarms_to_the_previous_handler():
+    seen = []
+    previous = signal.signal(signal.SIGALRM, lambda *_: seen.append("alarm"))
+    try:
+        with deadline(5.0, "quiet"):
+            signal.setitimer(signal.ITIMER_REAL, 0.05)  # e.g. pytest-timeout's own alarm
+            time.sleep(0.3)
+        assert seen == ["alarm"]
+        assert signal.getsignal(signal.SIGALRM) is not None and signal.getsignal(signal.SIGALRM) != signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_last_resort_ends_a_process_that_cannot_be_interrupted():
+    """Off the main thread a blocking call gets no signal: faulthandler prints the stacks and ends the process."""
+    code = (
+        "import threading, time\n"
+        "from omnitts.validators.runtime.timeouts import deadline\n"
+        "def stuck_in_c():\n"
+        "    with deadline(0.3, 'thread', grace=0.2, kill_after=0.5):\n"
+        "        time.sleep(1e6)\n"
+        "t = threading.Thread(target=stuck_in_c); t.start(); t.join()\n"
+    )
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert time.time() - t0 < 30
+    assert proc.returncode != 0 and "stuck_in_c" in proc.stderr and "Timeout" in proc.stderr, proc.stderr

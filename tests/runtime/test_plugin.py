@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,7 @@ def test_list_models_exits_zero():
     names = list_model_names()
     if not names:
         pytest.skip("no catalog")
-    proc = _pytest("--list-models")
+    proc = _pytest("validators", "--list-models")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == names
 
@@ -45,6 +47,7 @@ def test_toys_pass_mutants_fail_under_xdist(tmp_path):
         f"{TOYS}:single_stage@replay",
         f"{TOYS}:single_stage@raise",
         f"{TOYS}:single_stage@hang",
+        f"{TOYS}:single_stage@sleep",
     ]
     proc = _pytest(
         "validators",
@@ -73,6 +76,8 @@ def test_toys_pass_mutants_fail_under_xdist(tmp_path):
     assert any("toy bug: forward exploded" in m and "model traceback" in m for m in raised.values())
     hung = res[f"{TOYS}:single_stage@hang"]["failures"]
     assert any("deadline" in m and "while True" in m for m in hung.values())
+    slept = res[f"{TOYS}:single_stage@sleep"]["failures"]  # blocked in one call, in an xdist worker
+    assert any("HANG" in m and "time.sleep(1e6)" in m for m in slept.values())
     # what a person sees: WAVs named in the messages, the checklist as Markdown and JSON
     assert list((tmp_path / "wav").rglob("*.wav"))
     md = (tmp_path / "checklist.md").read_text()
@@ -99,13 +104,8 @@ def test_static_check_fails_closed_without_the_static_module(tmp_path):
 
 
 def test_omnitts_validate_from_another_directory(tmp_path):
-    from omnitts.validators import plugin
-
-    code = (
-        "import sys; from omnitts.validators.plugin import run_from_anywhere; sys.exit(run_from_anywhere(sys.argv[1:]))"
-    )
     proc = subprocess.run(
-        [sys.executable, "-c", code, "--model", f"{TOYS}:single_stage", "-q", "-k", "i2"],
+        [sys.executable, "-m", "omnitts.validators.validate", "--model", f"{TOYS}:single_stage", "-v", "-k", "i2"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -113,4 +113,174 @@ def test_omnitts_validate_from_another_directory(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert (tmp_path / "omnitts-out" / "checklist.md").is_file()
-    assert plugin.CHECK_MARK == "omnitts_check"
+    # readable test ids: relative to the checks folder, not ../../site-packages/... paths
+    assert f"test_i2_consumer.py::test_i2_consumer_forms[{TOYS}:single_stage] PASSED" in proc.stdout
+    assert "../" not in proc.stdout.split("test_i2_consumer_forms")[0].splitlines()[-1]
+
+
+def test_omnitts_validate_has_its_own_short_help():
+    proc = subprocess.run(
+        [sys.executable, "-m", "omnitts.validators.validate", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("usage: omnitts-validate") and len(lines) < 50
+    assert "--omni-root" in proc.stdout and "--collect-only" not in proc.stdout  # not pytest's help
+
+
+def _fake_tree(root: Path, release: str = "0.30.0") -> Path:
+    """The files omnitts-validate and the requirement check read: the package, its version, one model folder."""
+    pkg = root / "vllm_omni"
+    (pkg / "model_executor" / "models" / "my_tts").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_version.py").write_text(f"__version__ = version = '{release}'\n")
+    return root
+
+
+def test_omnitts_validate_in_a_tree_defaults_to_it_and_writes_outside(tmp_path, monkeypatch):
+    from omnitts.validators import validate
+
+    tree = _fake_tree(tmp_path / "vllm-omni")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    ns, rest = validate._parser().parse_known_args(["--model", "my_tts", "-x"])
+    args = validate.pytest_args(ns, rest, tree / "vllm_omni")
+    assert args[args.index("--omnitts-omni-root") + 1] == str(tree.resolve())
+    out = Path(args[args.index("--omnitts-out") + 1])
+    assert not out.is_relative_to(tree) and out.is_relative_to(tmp_path / "cache")
+    assert args[-1] == "-x"  # pytest options pass through
+    # a reference model, run from inside the tree: no --omni-root, results still outside the tree
+    ns, rest = validate._parser().parse_known_args(["--model", "ref_two_stage"])
+    args = validate.pytest_args(ns, rest, tree / "vllm_omni")
+    assert "--omnitts-omni-root" not in args and not Path(args[args.index("--omnitts-out") + 1]).is_relative_to(tree)
+    # outside any tree: ./omnitts-out, and no tree
+    ns, rest = validate._parser().parse_known_args(["--model", "ref_two_stage"])
+    args = validate.pytest_args(ns, rest, tmp_path)
+    assert "--omnitts-omni-root" not in args and args[args.index("--omnitts-out") + 1] == str(tmp_path / "omnitts-out")
+
+
+def test_missing_vllm_is_one_line_naming_the_trees_vllm(tmp_path):
+    from omnitts.knowledge.pairing import vllm_requirement
+    from omnitts.validators.requirements import installed
+
+    if installed("vllm"):
+        pytest.skip("vllm is installed here")
+    tree = _fake_tree(tmp_path / "vllm-omni", "0.28.0")
+    before = sorted(p.relative_to(tree) for p in tree.rglob("*"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "omnitts.validators.validate", "--model", "my_tts"],
+        cwd=tree / "vllm_omni",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    text = (proc.stdout + proc.stderr).strip()
+    assert proc.returncode != 0 and len(text.splitlines()) == 1, text
+    assert vllm_requirement("0.28.0") in text and "0.28.0" in text
+    assert sorted(p.relative_to(tree) for p in tree.rglob("*")) == before  # nothing written into the tree
+
+
+def test_missing_torch_is_one_line_once_per_run():
+    proc = _pytest("validators", "--model", f"{TOYS}:single_stage", "-q", pre="sys.modules['torch'] = None")
+    text = (proc.stdout + proc.stderr).strip()
+    assert proc.returncode != 0 and len(text.splitlines()) == 1, text
+    assert "torch" in text and "omnitts[runtime]" in text
+
+
+def test_a_blocked_model_fails_its_check_within_the_deadline_and_the_suite_goes_on(tmp_path):
+    """time.sleep(1e6) in forward (one blocking call, single process): a HANG with the stuck line, in time."""
+    timeout = 3
+    junit = tmp_path / "junit.xml"
+    t0 = time.monotonic()
+    proc = _pytest(
+        "validators", "--model", f"{TOYS}:single_stage@sleep,{TOYS}:single_stage", "-q", "-p", "no:xdist",
+        "--check-timeout", str(timeout), "-k", "i1_stream_equals_offline or i4", "--omnitts-out", str(tmp_path),
+        f"--junitxml={junit}",
+    )  # fmt: skip
+    assert time.monotonic() - t0 < 240
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    res = json.loads((tmp_path / "results.json").read_text())["models"]
+    assert set(res[f"{TOYS}:single_stage"]["results"].values()) == {"passed"}
+    msg = res[f"{TOYS}:single_stage@sleep"]["failures"]["i1.stream_equals_offline"]
+    assert "HANG" in msg and "time.sleep(1e6)" in msg and "toys.py" in msg
+    cases = {c.get("name"): float(c.get("time")) for c in ET.parse(junit).getroot().iter("testcase")}
+    stuck = cases[f"test_i1_stream_equals_offline[{TOYS}:single_stage@sleep]"]
+    assert stuck < timeout + 10, cases  # deadline + 2 s grace + model set-up
+
+
+def test_memory_growth_over_a_check_is_reported(tmp_path):
+    proc = _pytest(
+        "validators", "--model", f"{TOYS}:single_stage@hog,{TOYS}:single_stage", "-q", "-p", "no:xdist",
+        "-k", "i1_stream_equals_offline", "--omnitts-out", str(tmp_path),
+    )  # fmt: skip
+    res = json.loads((tmp_path / "results.json").read_text())["models"]
+    grew = {m: r["metrics"]["i1.stream_equals_offline"]["memory"]["rss_growth_mb"] for m, r in res.items()}
+    assert grew[f"{TOYS}:single_stage@hog"] > 128 > grew[f"{TOYS}:single_stage"], grew
+    assert f"memory growth: {TOYS}:single_stage@hog i1.stream_equals_offline: rss +" in proc.stdout
+
+
+FOREIGN_CONFTEST = """
+def pytest_addoption(parser):
+    parser.addoption("--device", default="cpu")
+    parser.addoption("--model", default="theirs")
+"""
+FOREIGN_TEST = """
+import pytest
+
+
+@pytest.mark.parametrize("model_name", ["a", "b"])
+def test_m(model_name, request):
+    assert model_name in ("a", "b")
+    assert request.config.getoption("device") == "cpu" and request.config.getoption("model") == "theirs"
+"""
+
+
+def test_a_foreign_suite_is_untouched_with_omnitts_installed(tmp_path):
+    """Another project's suite (vLLM-Omni's own has both) sees no omnitts option, fixture or parametrisation."""
+    from importlib.metadata import entry_points
+
+    assert not [ep for ep in entry_points(group="pytest11") if ep.value.startswith("omnitts")]
+    (tmp_path / "conftest.py").write_text(FOREIGN_CONFTEST)
+    (tmp_path / "test_foreign.py").write_text(FOREIGN_TEST)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--model", "theirs"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "2 passed" in proc.stdout
+    assert "omnitts" not in proc.stdout + proc.stderr
+
+
+def test_options_have_collision_free_spellings(tmp_path):
+    """A suite whose conftest took --device and --model loads the plugin below it: both keep working."""
+    (tmp_path / "conftest.py").write_text(FOREIGN_CONFTEST)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "conftest.py").write_text(
+        "def pytest_addoption(parser, pluginmanager):\n    pluginmanager.import_plugin('omnitts.validators.plugin')\n"
+    )
+    (tmp_path / "sub" / "test_both.py").write_text(
+        "def test_both(pytestconfig):\n"
+        "    assert pytestconfig.getoption('device') == 'gpu' and pytestconfig.getoption('model') == 'theirs'\n"
+        "    assert pytestconfig.getoption('omnitts_device') == 'cuda'\n"
+        "    assert pytestconfig.getoption('omnitts_omni_root') == 'DIR'\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "sub", "--device", "gpu", "--model", "theirs",
+         "--omnitts-device", "cuda", "--omni-root", "DIR"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_vllm_extras_follow_the_pairing_table():
+    """Each release's extra installs the table's vLLM, and no extra installs a vLLM the table does not pair."""
+    from importlib.metadata import metadata
+
+    from omnitts.knowledge.pairing import PAIRINGS, vllm_requirement
+
+    requires = metadata("omnitts").get_all("Requires-Dist") or []
+    vllm_pins = {r.split(";")[0].strip(): r.split("extra ==")[-1].strip().strip("'\"") for r in requires if "vllm" in r}
+    expected = {vllm_requirement(r): "vllm-" + r.replace(".", "-") for r in PAIRINGS}
+    assert vllm_pins == expected

@@ -14,10 +14,13 @@ plants one of the bugs the guide warns about:
 ``no_context``    the stage input processor sends chunks without left context
 ``raise``         forward() raises on the third step
 ``hang``          forward() spins forever on the third step
+``sleep``         forward() blocks in ``time.sleep(1e6)`` on the third step (one blocking call)
+``hog``           forward() keeps 8 MB more of memory every step, referenced by no container I5 inspects
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -27,6 +30,7 @@ from torch import nn
 from omnitts.validators.runtime.subject import RequestPlan, RuntimeSubject, StageSpec
 
 EOS = 0
+_HOARD: list[torch.Tensor] = []  # the ``hog`` bug's memory, outside the model (I5 cannot see it)
 SR = 16000
 HOP = 32
 Q = 2
@@ -253,6 +257,10 @@ class ToySingleStage(nn.Module):
         if self.config.bug == "hang" and int(positions.min()) >= 3:
             while True:
                 pass
+        if self.config.bug == "sleep" and int(positions.min()) >= 3:
+            time.sleep(1e6)
+        if self.config.bug == "hog":
+            _HOARD.append(torch.ones(2 * 1024 * 1024))  # 8 MB per step
         out = self.talker(
             input_ids,
             positions,

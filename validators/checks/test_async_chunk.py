@@ -8,7 +8,7 @@ import torch
 from omnitts.validators.runtime.diagnose import compare
 from omnitts.validators.runtime.scenarios import compositions
 
-pytestmark = pytest.mark.usefixtures("model_name")
+pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 
 def _boundary_errors(chunked: list[torch.Tensor], full: torch.Tensor, tol: dict) -> list[str]:

@@ -10,7 +10,7 @@ import torch
 
 from omnitts.validators.runtime.scenarios import compositions
 
-pytestmark = pytest.mark.usefixtures("model_name")
+pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 
 def _stage0_seconds(run) -> float:

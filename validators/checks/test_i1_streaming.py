@@ -8,7 +8,7 @@ import torch
 from omnitts.validators.runtime.diagnose import compare, detect_replay
 from omnitts.validators.runtime.scenarios import declared_semantics, frames_for, offline_audio
 
-pytestmark = pytest.mark.usefixtures("model_name")
+pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 
 def _fail(lines: list[str], head: str):

@@ -8,7 +8,7 @@ import torch
 
 from omnitts.validators.runtime.scenarios import offline_audio
 
-pytestmark = pytest.mark.usefixtures("model_name")
+pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 
 @pytest.mark.omnitts_check("i2.consumer_forms")

@@ -12,7 +12,7 @@ from omnitts.validators.runtime.scenarios import compositions
 from omnitts.validators.runtime.syncspy import SyncSpy, graph_breaks
 from omnitts.validators.runtime.timeouts import CheckTimeout, deadline
 
-pytestmark = pytest.mark.usefixtures("model_name")
+pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 
 @pytest.mark.omnitts_check("i3.host_syncs")

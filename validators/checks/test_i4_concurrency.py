@@ -7,7 +7,7 @@ import pytest
 from omnitts.validators.runtime.diagnose import compare, crosstalk
 from omnitts.validators.runtime.scenarios import compositions
 
-pytestmark = pytest.mark.usefixtures("model_name")
+pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 
 @pytest.mark.omnitts_check("i4.concurrency")

@@ -7,7 +7,7 @@ import pytest
 from omnitts.validators.runtime import state
 from omnitts.validators.runtime.scenarios import short_plans
 
-pytestmark = pytest.mark.usefixtures("model_name")
+pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 
 def _ids(run) -> dict[str, str]:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-pytestmark = pytest.mark.usefixtures("model_name")
+pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 
 @pytest.mark.omnitts_check("perf.rtf_ttfa")

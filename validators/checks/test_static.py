@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.usefixtures("model_name")
+pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 
 def _call(fn, **avail):

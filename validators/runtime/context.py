@@ -40,6 +40,8 @@ class ModelContext:
     options: Options
     _subject: RuntimeSubject | None = None
     _load_error: str | None = None
+    _load_reported: bool = False
+    _reported: set[str] = field(default_factory=set)
     _runs: dict[str, Any] = field(default_factory=dict)
     written: list[Path] = field(default_factory=list)
     hung: str | None = None
@@ -57,6 +59,10 @@ class ModelContext:
             except Exception as exc:  # noqa: BLE001 - import errors in model code are the model's failure
                 self._load_error = f"loading {self.name!r} raised {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
         if self._load_error is not None:
+            if self._load_reported:  # the first check that needed the model carries the whole message
+                first = self._load_error.strip().splitlines()[0]
+                raise CheckFailure(f"not run: model {self.name!r} could not be loaded ({first[:200]})")
+            self._load_reported = True
             raise CheckFailure(f"cannot load model {self.name!r}: {self._load_error}")
         return self._subject
 
@@ -85,7 +91,7 @@ class ModelContext:
     # -- running ---------------------------------------------------------------------------------
     def engine(self, **kw) -> Engine:
         if self.hung is not None:
-            raise CheckFailure(f"not run: the model hung earlier ({self.hung}); see that check's traceback")
+            raise_failure(CheckFailure(f"not run: the model hung earlier ({self.hung}); see that check's report"), "")
         factory, note = self.consolidation()
         if note.startswith("REAL-TIER-UNAVAILABLE"):
             raise CheckFailure(f"the real-vLLM tier is needed for {self.name!r} but {note.split(': ', 1)[1]}")
@@ -105,6 +111,12 @@ class ModelContext:
                 self._runs[key] = exc
         res = self._runs[key]
         if isinstance(res, BaseException):
+            if key in self._reported:  # one full report per failed scenario; later checks point to it
+                first = str(res).strip().splitlines()[0] if str(res).strip() else type(res).__name__
+                raise_failure(
+                    CheckFailure(f"not run: scenario {key!r} failed in an earlier check ({first[:200]})"), key
+                )
+            self._reported.add(key)
             raise_failure(res, f"scenario {key!r}")
         return res
 
@@ -112,7 +124,7 @@ class ModelContext:
     def guard(self, what: str, seconds: float | None = None):
         """Deadline + failure translation for model work done directly by a check."""
         if self.hung is not None:
-            raise CheckFailure(f"not run: the model hung earlier ({self.hung}); see that check's traceback")
+            raise_failure(CheckFailure(f"not run: the model hung earlier ({self.hung}); see that check's report"), what)
         try:
             with deadline(seconds or self.options.timeout, f"{self.name}: {what}"):
                 yield
@@ -167,8 +179,9 @@ def raise_failure(exc: BaseException, what: str):
     if isinstance(exc, ModelError):
         pytest.fail(f"{what}: the model raised.\n{exc}\n\n--- model traceback ---\n{exc.tb}", pytrace=False)
     if isinstance(exc, CheckTimeout):
-        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        pytest.fail(f"{what}: {exc}\n\n--- where it was when interrupted ---\n{tb}", pytrace=False)
+        # the stack taken while the model was stuck; else where the soft stop found it
+        where = exc.stack or "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        pytest.fail(f"{what}: HANG: {exc}\n\n--- stack of the stuck call ---\n{where}", pytrace=False)
     if isinstance(exc, ContractError):
         pytest.fail(f"{what}: forward-contract violation: {exc}", pytrace=False)
     if isinstance(exc, CheckFailure):

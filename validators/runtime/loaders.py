@@ -347,9 +347,11 @@ def load_tree_model(root: Path, name: str, release: str | None = None) -> Runtim
     try:
         import vllm  # noqa: F401
     except Exception as exc:  # noqa: BLE001
+        from omnitts.validators.requirements import vllm_hint
+
         raise LoadError(
             f"--omni-root models run in the real-vLLM tier: `import vllm` failed ({type(exc).__name__}: {exc}); "
-            "install vllm (e.g. pip install 'omnitts[vllm]') and run again"
+            f"{vllm_hint(root)}"
         ) from None
     pipe = read_pipeline(pkg / "pipeline.py")
     registry = read_registry(root / "vllm_omni" / "model_executor" / "models" / "registry.py")

@@ -60,6 +60,7 @@ class LintResult:
     missing: list[str] = field(default_factory=list)  # paths that do not exist (with keep_going)
     rules: int = 0  # rules selected for the run (remembered in the cache for warm runs)
     tree_ran: bool = False  # the tree-scope rules ran (or came from the cache)
+    coverage: object = None  # baseline.Coverage: what the run judged (set by api.run; the baseline's stale check)
 
 
 # --- rule selection -------------------------------------------------------------------------------

@@ -34,6 +34,9 @@ INFO_NAMES = frozenset(
     """runtime_additional_information model_intermediate_buffer additional_information info_dict info infos
     req_infos req_info runtime_info runtime_infos request_info request_infos info_dicts meta metadata""".split()
 )
+SAMPLING_TENSORS = frozenset(
+    "temperature top_p top_k min_p frequency_penalties presence_penalties repetition_penalties".split()
+)
 DICT_METHODS = frozenset("get pop setdefault items values keys copy".split())
 TENSOR_KINDS = frozenset({DEV, CPU})
 
@@ -211,6 +214,8 @@ class KindEval:
                 return self.self_attr_kind(attr)
             if self.kind(env, node.value) == INFO:
                 return INFO  # a field of a payload struct (to_struct(info).meta.x)
+            if node.attr in SAMPLING_TENSORS and dotted(node.value).endswith("sampling_metadata"):
+                return DEV  # vLLM's SamplingMetadata keeps its per-request parameters on the device
             return name_hint(node.attr) or UNK
         if isinstance(node, ast.Subscript):
             base = self.kind(env, node.value)
@@ -639,22 +644,29 @@ class Env:
         return self
 
 
-def per_step_functions(index: ModuleIndex) -> Iterator[tuple[object, bool]]:
+def per_step_functions(
+    index: ModuleIndex, extra: tuple[set[str], set[str]] | None = None
+) -> Iterator[tuple[object, bool]]:
     """(FuncInfo, whole_body_hot) for every function that runs per step, callers before callees
-    (so call-site argument kinds are known when a callee is walked)."""
+    (so call-site argument kinds are known when a callee is walked). ``extra`` adds (per-step,
+    hot) qualnames found by another analysis (hooks.extra_hot: per-request hooks, async-chunk
+    stage processors)."""
+    step_extra, hot_extra = extra or (set(), set())
+    per_step = index.per_step | step_extra
+    hot = index.hot | hot_extra
     order: list[str] = []
     seen: set[str] = set()
-    queue = sorted(q for q in index.per_step if index.functions[q].name in PER_STEP_ENTRIES)
+    queue = sorted(q for q in per_step if index.functions[q].name in PER_STEP_ENTRIES or q in step_extra)
     while queue:
         qual = queue.pop(0)
         if qual in seen:
             continue
         seen.add(qual)
         order.append(qual)
-        queue.extend(t.qualname for t, _l, _g in index.callees(index.functions[qual]) if t.qualname in index.per_step)
-    order += sorted(index.per_step - seen)
+        queue.extend(t.qualname for t, _l, _g in index.callees(index.functions[qual]) if t.qualname in per_step)
+    order += sorted(per_step - seen)
     for qual in order:
-        yield index.functions[qual], qual in index.hot
+        yield index.functions[qual], qual in hot
 
 
 def bind_args(index: ModuleIndex, target, call: ast.Call) -> list[tuple[str, ast.AST]]:

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import tomllib
+
 PKG = "vllm_omni"
 # Tree layout read by tree-scope rules (kept here so that a warm, cached run imports no rule module).
 CONSOLIDATION_FILES = (
@@ -155,10 +157,12 @@ def _declared_deps(root: Path) -> tuple[frozenset[str] | None, str]:
                 if line and not line.startswith("-"):
                     deps.add(normalize_dist(line))
         return frozenset(deps), "requirements/common.txt + cuda.txt"
-    pyproject = _read(root / "pyproject.toml")
-    m = re.search(r"^dependencies\s*=\s*\[(.*?)\]", pyproject, re.S | re.M)
-    if m:
-        return frozenset(normalize_dist(d) for d in re.findall(r"""["']([^"']+)["']""", m.group(1))), "pyproject.toml"
+    try:  # a TOML parser, not a regex: entries such as "imageio[ffmpeg]" hold brackets
+        deps = tomllib.loads(_read(root / "pyproject.toml")).get("project", {}).get("dependencies")
+    except tomllib.TOMLDecodeError:
+        deps = None
+    if isinstance(deps, list):
+        return frozenset(normalize_dist(d) for d in deps if isinstance(d, str)), "pyproject.toml"
     return None, "none found"
 
 

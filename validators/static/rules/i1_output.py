@@ -304,10 +304,65 @@ def consolidation_skips(tree: ast.Module) -> list[tuple[ast.AST, str]]:
     return found
 
 
+_RATE_KEYS = ("sr", "sample_rate", "sampling_rate")
+
+
+def consolidation_concats_rate(tree: ast.Module) -> list[tuple[ast.AST, str]]:
+    """A consolidation function that concatenates every accumulated key (`torch.cat(v, ...)`) and
+    never names the sample-rate key: `sr`, emitted once per step, becomes a tensor of N rates."""
+    found = []
+    for fn in walk(tree):
+        if not isinstance(fn, FUNC_TYPES) or "consolidat" not in fn.name:
+            continue
+        if any(isinstance(n, ast.Constant) and n.value in _RATE_KEYS for n in walk(fn)):
+            continue
+        hit = _generic_cat(fn.body)
+        if hit is not None:
+            found.append((hit, fn.name))
+    return found
+
+
+def _generic_cat(body: list[ast.stmt]) -> ast.Call | None:
+    """The first `torch.cat(v, ...)` not confined to one named key (`if k == "audio": ...`)."""
+    for s in body:
+        if isinstance(s, ast.If):
+            keyed = any(isinstance(n, ast.Constant) and isinstance(n.value, str) for n in walk(s.test))
+            found = (None if keyed else _generic_cat(s.body)) or _generic_cat(s.orelse)
+            if found is not None:
+                return found
+            continue
+        for n in walk(s) if not hasattr(s, "body") else [x for e in _own(s) for x in walk(e)]:
+            if (
+                isinstance(n, ast.Call)
+                and dotted(n.func) in ("torch.cat", "torch.concat", "torch.concatenate")
+                and n.args
+                and isinstance(n.args[0], ast.Name)
+            ):
+                return n
+        for block in (getattr(s, "body", None), getattr(s, "orelse", None), getattr(s, "finalbody", None)):
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                found = _generic_cat(block)
+                if found is not None:
+                    return found
+        for h in getattr(s, "handlers", []) or []:
+            found = _generic_cat(h.body)
+            if found is not None:
+                return found
+    return None
+
+
+def _own(s: ast.stmt) -> list[ast.AST]:
+    from omnitts.validators.static.index import stmt_exprs
+
+    return stmt_exprs(s)
+
+
 @register
 class ConsolidationKeepsAudio(Rule):
     """The target tree's output consolidation (`_consolidate_multimodal_tensors`) skips the audio
-    key with `continue` instead of concatenating it.
+    key with `continue` instead of concatenating it, or concatenates every key including the sample
+    rate `sr` (0.14.0-0.16.0: a per-step `sr` becomes a tensor of N rates, and `int(sr)` or
+    `sr.item()` in the consumer fails).
 
     Checked in the tree being linted (0.14.0-0.18.0 skip it; 0.20.0+ concatenate audio with
     `cat(dim=-1)`, skipping only in DELTA output mode, which is correct).
@@ -341,6 +396,20 @@ class OmniRequestState:
                 ),
             }
         ),
+        Valid(
+            files={
+                "vllm_omni/__init__.py": "",
+                "vllm_omni/model_executor/models/registry.py": "_OMNI_MODELS = {}\n",
+                "vllm_omni/engine/output_processor.py": _OP.format(
+                    body="""            if k == "audio":
+                self.mm_accumulated[k] = torch.cat(v, dim=-1)
+            elif k == "sr":
+                self.mm_accumulated[k] = v[-1]
+            else:
+                self.mm_accumulated[k] = torch.cat(v, dim=0)"""
+                ),
+            }
+        ),
     ]
     INVALID = [
         Invalid(
@@ -356,6 +425,21 @@ class OmniRequestState:
             line=5,
             message="skips the audio key",
         ),
+        Invalid(
+            files={
+                "vllm_omni/__init__.py": "",
+                "vllm_omni/model_executor/models/registry.py": "_OMNI_MODELS = {}\n",
+                "vllm_omni/engine/output_processor.py": _OP.format(
+                    body="""            if k == "audio":
+                self.mm_accumulated[k] = torch.cat(v, dim=-1)
+            else:
+                self.mm_accumulated[k] = torch.cat(v, dim=0)"""
+                ),
+            },
+            path="vllm_omni/engine/output_processor.py",
+            line=8,
+            message="sample rate",
+        ),
     ]
 
     def check_tree(self, ctx):
@@ -367,6 +451,15 @@ class OmniRequestState:
                 tree = ast.parse(text)
             except SyntaxError:
                 continue  # reported as OMNI-META-001 by the file pass
+            for node, fname in consolidation_concats_rate(tree):
+                yield Report(
+                    node.lineno,
+                    node.col_offset + 1,
+                    f"`{fname}` concatenates every accumulated key, the sample rate `sr` too: a per-step "
+                    "`sr` becomes a tensor of N rates (keep the last value for scalar keys)",
+                    node,
+                    path=rel,
+                )
             for node, fname in consolidation_skips(tree):
                 rep = Report(
                     node.lineno,

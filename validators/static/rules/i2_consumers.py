@@ -1,15 +1,26 @@
-"""I2 — consumers of multimodal outputs (tests, examples, benchmarks): never take the truth value
-of an output tensor, and always handle the list-of-chunks form."""
+"""I2 — consumers of multimodal outputs (tests, examples, benchmarks, and the tree's own serving
+entrypoints): never take the truth value of an output tensor, and always handle the list-of-chunks
+form."""
 
 from __future__ import annotations
 
 import ast
 
 from omnitts.validators.static.index import FUNC_TYPES, dotted, walk
-from omnitts.validators.static.rule import CONSUMER, CONSUMER_PATH, Invalid, Rule, Valid, register
+from omnitts.validators.static.rule import CODE, CONSUMER, CONSUMER_PATH, Invalid, Rule, Valid, register
 from omnitts.validators.static.source import SourceFile
 
 MM_ATTRS = frozenset({"multimodal_output", "multimodal_outputs"})
+# The serving layer (`vllm_omni/entrypoints/...`: speech, chat, audio servers) consumes engine
+# outputs exactly as an example does.
+SERVING_DIR = "entrypoints/"
+SERVING_PATH = "vllm_omni/entrypoints/openai/serving_demo.py"
+
+
+def _is_consumer(src: SourceFile) -> bool:
+    return src.kind == CONSUMER or (src.kind == CODE and SERVING_DIR in src.rel)
+
+
 SCALAR_KEYS = frozenset({"sr", "sample_rate", "audio_sample_rate", "sampling_rate"})
 TENSOR_ATTRS = frozenset(
     "cpu numpy shape squeeze unsqueeze float double half detach to dim ndim numel size tolist flatten view reshape "
@@ -135,7 +146,7 @@ def _ex(body: str) -> str:
 
 @register
 class NoTensorTruthiness(Rule):
-    """Truthiness of a multimodal output value in a test, example or benchmark: `mm.get("audio") or
+    """Truthiness of a multimodal output value in a test, example, benchmark or serving entrypoint: `mm.get("audio") or
     mm.get("model_outputs")`, `if audio:`, `not audio`, `assert audio`.
 
     Why: the value is a tensor (or a list of tensors); Python's truth test on a tensor with more
@@ -150,7 +161,7 @@ class NoTensorTruthiness(Rule):
     name = "no-tensor-truthiness"
     invariant = "I2"
     severity = "error"
-    kinds = frozenset({CONSUMER})
+    kinds = frozenset({CONSUMER, CODE})
     needles = ("multimodal_output",)
     VALID = [
         Valid(
@@ -184,6 +195,8 @@ assert audio, "no audio"'''),
     ]
 
     def check(self, src: SourceFile):
+        if not _is_consumer(src):
+            return
         seen = set()
         for _scope, nodes in _scopes(src.tree):
             sc = _Scope(nodes)
@@ -220,11 +233,27 @@ def _handles_list(nodes: list[ast.AST], names: set[str]) -> bool:
     return False
 
 
+# The serving layer consumes engine outputs too (streaming chat audio: the last chunk of a list).
+_SERVE = """
+import torch
+
+
+def stream_audio(res, stream):
+    audio = res.outputs[0].multimodal_output.get("audio")
+    if stream:
+        last = {pick}
+    else:
+        last = torch.cat(audio, dim=-1) if isinstance(audio, list) else audio
+    return last.float().cpu().numpy()
+"""
+
+
 @register
 class HandleListForm(Rule):
-    """A test, example or benchmark that uses a multimodal output value as a tensor (`.cpu()`,
-    `.numpy()`, `.shape`, `torch.*`/`np.*`/`sf.write(...)`) without handling the list-of-chunks
-    form anywhere in the function.
+    """A test, example, benchmark or serving entrypoint (`vllm_omni/entrypoints/...`) that uses a
+    multimodal output value as a tensor (`.cpu()`, `.numpy()`, `.shape`, `torch.*`/`np.*`/
+    `sf.write(...)`) without handling the list-of-chunks form anywhere in the function, or that takes
+    one chunk (`audio[-1]`) on a path no `isinstance(audio, list)` check guards.
 
     Why: `multimodal_output[key]` is a `Tensor`, a `list[Tensor]` (pre-consolidation snapshot,
     streaming, and every 0.14-0.18 release for `audio`), an `np.ndarray` or a scalar. Code written
@@ -238,7 +267,7 @@ class HandleListForm(Rule):
     name = "handle-list-form"
     invariant = "I2"
     severity = "error"
-    kinds = frozenset({CONSUMER})
+    kinds = frozenset({CONSUMER, CODE})
     needles = ("multimodal_output",)
     VALID = [
         Valid(
@@ -254,6 +283,7 @@ print(audio.shape)"""),
             path=CONSUMER_PATH,
             note="a helper normalises it",
         ),
+        Valid(_SERVE.format(pick="audio[-1] if isinstance(audio, list) else audio"), path=SERVING_PATH),
     ]
     INVALID = [
         Invalid(
@@ -266,13 +296,17 @@ wav = audio.float().cpu().numpy()"""),
         Invalid(
             _ex("""wav = torch.cat(mm["audio"])"""), path=CONSUMER_PATH, line=9, message="consolidated Tensor breaks it"
         ),
+        Invalid(_SERVE.format(pick="audio[-1]"), path=SERVING_PATH, line=8, message="takes one chunk"),
     ]
 
     def check(self, src: SourceFile):
+        if not _is_consumer(src):
+            return
         for scope, nodes in _scopes(src.tree):
             if scope is src.tree:
                 continue
             sc = _Scope(nodes)
+            yield from _unguarded_chunk_index(scope, sc)
             # A direct `torch.cat(mm["audio"])` handles only the list form: checked below like a tensor use.
             names = {n for n, k in sc.values.items() if k not in SCALAR_KEYS}
             if not names and not any(sc.value_key(n) for n in nodes if isinstance(n, ast.Subscript | ast.Call)):
@@ -317,3 +351,88 @@ wav = audio.float().cpu().numpy()"""),
                 f"multimodal output `{key}` used as a tensor without handling its list-of-chunks form "
                 "(`isinstance(x, list)` -> `torch.cat(...)`)",
             )
+
+
+def _unguarded_chunk_index(scope: ast.AST, sc: _Scope):
+    """`audio[-1]` / `audio[0]` (taking one chunk of the list form) on a branch no
+    `isinstance(audio, list)` test guards: on a consolidated tensor it silently takes one sample
+    (or one row). Branch-sensitive, unlike the function-wide check above."""
+    out = []
+
+    def visit(stmts: list[ast.stmt], guarded: frozenset[str]) -> None:
+        for s in stmts:
+            if isinstance(s, FUNC_TYPES + (ast.ClassDef,)):
+                continue
+            if isinstance(s, ast.If):
+                names = _isinstance_names(s.test)
+                _scan(s.test, guarded)
+                visit(s.body, guarded | names)
+                visit(s.orelse, guarded | names)
+                continue
+            for e in _stmt_roots(s):
+                _scan(e, guarded)
+            for block in _child_bodies(s):
+                visit(block, guarded)
+
+    def _scan(expr: ast.AST, guarded: frozenset[str]) -> None:
+        for n in walk(expr):
+            if isinstance(n, ast.IfExp):
+                guarded = guarded | _isinstance_names(n.test)
+        for n in walk(expr):
+            if (
+                isinstance(n, ast.Subscript)
+                and isinstance(n.value, ast.Name)
+                and n.value.id not in guarded
+                and _int_index(n.slice)
+            ):
+                key = sc.values.get(n.value.id)
+                if key is not None and key not in SCALAR_KEYS:
+                    out.append(
+                        Rule.at(
+                            n,
+                            f"`{n.value.id}{ast.unparse(n.slice).join('[]')}` takes one chunk of multimodal output "
+                            f"`{key}` with no `isinstance(..., list)` check on this path: on a consolidated "
+                            "tensor it takes one sample (handle both forms)",
+                        )
+                    )
+
+    body = scope.body if isinstance(scope, FUNC_TYPES) else []
+    visit(body, frozenset())
+    yield from out
+
+
+def _isinstance_names(test: ast.AST) -> frozenset[str]:
+    return frozenset(
+        n.args[0].id
+        for n in walk(test)
+        if isinstance(n, ast.Call) and dotted(n.func) == "isinstance" and n.args and isinstance(n.args[0], ast.Name)
+    )
+
+
+def _int_index(s: ast.AST) -> bool:
+    if isinstance(s, ast.UnaryOp) and isinstance(s.op, ast.USub):
+        s = s.operand
+    return isinstance(s, ast.Constant) and isinstance(s.value, int) and not isinstance(s.value, bool)
+
+
+def _stmt_roots(s: ast.stmt) -> list[ast.AST]:
+    if isinstance(s, ast.For | ast.AsyncFor):
+        return [s.iter]
+    if isinstance(s, ast.While):
+        return [s.test]
+    if isinstance(s, ast.With | ast.AsyncWith):
+        return [i.context_expr for i in s.items]
+    if isinstance(s, ast.Try) or (hasattr(ast, "TryStar") and isinstance(s, ast.TryStar)):
+        return []
+    return [s]
+
+
+def _child_bodies(s: ast.stmt) -> list[list[ast.stmt]]:
+    out = []
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(s, field, None)
+        if isinstance(block, list) and block and isinstance(block[0], ast.stmt) and not isinstance(s, ast.If):
+            out.append(block)
+    for h in getattr(s, "handlers", []) or []:
+        out.append(h.body)
+    return out

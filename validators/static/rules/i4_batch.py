@@ -4,6 +4,7 @@ per-request loop; what a `max_num_seqs>1` smoke test would catch, found before i
 from __future__ import annotations
 
 import ast
+import re
 
 from omnitts.validators.static.batch import (
     BATCH_HOOKS,
@@ -209,10 +210,34 @@ def _output_exprs(fn: ast.AST) -> list[ast.AST]:
     return out
 
 
+_META_NAME = re.compile(r"(^|_)(device|dtype|dev)$")
+
+
+def _metadata(name: str, assign: ast.AST) -> bool:
+    """A device/dtype picked from one request (`dev = codes.device`): the same for the whole batch."""
+    value = getattr(assign, "value", None)
+    return bool(_META_NAME.search(name)) or (isinstance(value, ast.Attribute) and value.attr in ("device", "dtype"))
+
+
+def _root_name(target: ast.AST) -> str | None:
+    """`mm` for `mm`, `mm["a"]["b"]`, `mm.setdefault("a", {})["b"]`, `mm.x`."""
+    while True:
+        if isinstance(target, ast.Name):
+            return target.id
+        if isinstance(target, ast.Subscript | ast.Attribute):
+            target = target.value
+        elif isinstance(target, ast.Call) and isinstance(target.func, ast.Attribute):
+            target = target.func.value
+        else:
+            return None
+
+
 @register
 class NoLastWinsOutput(Rule):
     """A batched output hook that assigns a value inside the per-request loop and emits it after
-    the loop for the whole batch (the last request wins).
+    the loop for the whole batch (the last request wins): returned, passed to `OmniOutput`, or
+    stored into the emitted dict (`mm.setdefault("codes", {})["ref"] = [ref]`). Device/dtype
+    metadata picked from one request is not reported.
 
     Why: with two concurrent requests, both receive the last request's audio (crosstalk) or one of
     them receives none; single-request tests cannot see it.
@@ -234,6 +259,17 @@ for info in runtime_additional_information or []:
     outs.append(wav)
 return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})""")
         ),
+        Valid(
+            _m("""codes, refs, dev = [], [], None
+for info in runtime_additional_information or []:
+    codes.append(info["codes"])
+    refs.append(info.get("ref", torch.empty(0)))
+    dev = info["codes"].device
+mm = {"codes": {"audio": torch.cat(codes).to(dev)}}
+mm.setdefault("codes", {})["ref"] = refs
+return OmniOutput(text_hidden_states=None, multimodal_outputs=mm)"""),
+            note="one entry per request; the device is the batch's",
+        ),
     ]
     INVALID = [
         Invalid(
@@ -252,6 +288,19 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
             line=11,
             message="last request wins",
         ),
+        Invalid(
+            _m("""codes, ref = [], None
+for info in runtime_additional_information or []:
+    codes.append(info["codes"])
+    if info.get("ref") is not None:
+        ref = info["ref"]
+mm = {"codes": {"audio": torch.cat(codes)}}
+if ref is not None:
+    mm.setdefault("codes", {})["ref"] = [ref]
+return OmniOutput(text_hidden_states=None, multimodal_outputs=mm)"""),
+            line=16,
+            message="last request wins",
+        ),
     ]
 
     def check(self, src: SourceFile):
@@ -266,7 +315,9 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
             late = [n for n in own_nodes(fn.node) if isinstance(n, ast.Assign)]
             for _ in range(2):
                 for n in late:
-                    if any(isinstance(t, ast.Name) and t.id in emitted for t in n.targets):
+                    # `outputs = ...` and stores into an emitted container (`mm["codes"]["ref"] = [x]`,
+                    # `mm.setdefault("codes", {})["ref"] = [x]`) both feed what is emitted.
+                    if any(_root_name(t) in emitted for t in n.targets):
                         emitted |= _names_in(n.value)
             for loop in loops:
                 loop_end = loop.end_lineno or loop.lineno
@@ -278,17 +329,19 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
                                 if isinstance(x, ast.Name):
                                     assigned.setdefault(x.id, n)
                 loop_vars = _names_in(loop.target)
-                for name, _node in assigned.items():
-                    if name not in emitted or name in loop_vars or name.startswith("_"):
+                for name, node in assigned.items():
+                    if name not in emitted or name in loop_vars or name.startswith("_") or _metadata(name, node):
                         continue
                     # Reassigned after the loop (e.g. the batch result) -> not last-wins.
                     later = [
                         n
                         for n in own_nodes(fn.node)
-                        if isinstance(n, ast.Assign | ast.AugAssign)
+                        if isinstance(n, ast.Assign | ast.AugAssign | ast.For)
                         and getattr(n, "lineno", 0) > loop_end
                         and any(
-                            isinstance(t, ast.Name) and t.id == name
+                            name in _names_in(t)
+                            if isinstance(n, ast.For) or isinstance(t, ast.Tuple | ast.List)
+                            else isinstance(t, ast.Name) and t.id == name
                             for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
                         )
                     ]
@@ -299,6 +352,7 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
                         if n.lineno > loop_end
                         and name in _names_in(n.value)
                         and not any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+                        and any(_root_name(t) in emitted for t in n.targets)
                     ]
                     used_after.sort(key=lambda e: e.lineno)
                     if later or not used_after:

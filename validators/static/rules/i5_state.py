@@ -6,394 +6,34 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
 
-from omnitts.validators.static.batch import per_request_lists, per_request_loops
-from omnitts.validators.static.index import FUNC_TYPES, ClassInfo, FuncInfo, dotted, is_self_attr, iter_stmts, walk
+from omnitts.validators.static.batch import per_request_loops
+from omnitts.validators.static.buffers import (
+    buffer_view_of,
+    dict_values,
+    elements,
+    kept_past_step,
+    persistent_buffers,
+    strip_views,
+)
+from omnitts.validators.static.index import FUNC_TYPES, FuncInfo, dotted, is_self_attr, iter_stmts, walk
+from omnitts.validators.static.request_state import (
+    CONST,
+    FINISH_HOOK,
+    GLOBAL,
+    OBJID,
+    SCHED,
+    SELF_ASSIGN,
+    STATE_WORDS,
+    class_states,
+    id_read,
+    in_logging,
+    is_const,
+    is_flagish,
+    own_exprs,
+)
 from omnitts.validators.static.rule import Invalid, Rule, Valid, register
 from omnitts.validators.static.source import SourceFile
-from omnitts.validators.static.tensors import bind_args
-from omnitts.validators.static.treefacts import ID_KEYS
-
-SCHED, GLOBAL, CONST, OBJID = "sched", "global", "const", "objid"
-FINISH_HOOK = "on_requests_finished"
-_KEY_SOURCE = {"request_id": SCHED, "req_id": SCHED, "global_request_id": GLOBAL}
-_DICT_FACTORIES = {
-    "dict",
-    "OrderedDict",
-    "defaultdict",
-    "collections.OrderedDict",
-    "collections.defaultdict",
-    "WeakValueDictionary",
-}
-_REQ_NAME = re.compile(r"(^|_)(req|request)_?(id|key|ids|keys)$|^(req|request|rid)$", re.I)
-_LOG = re.compile(r"(^|\.)(logger|logging|log|_logger|LOGGER)\.")
-_COPY_METHODS = {"clone", "cpu", "numpy", "tolist", "copy", "detach_copy", "to"}
-_VIEW_METHODS = {
-    "view",
-    "narrow",
-    "reshape",
-    "squeeze",
-    "unsqueeze",
-    "transpose",
-    "permute",
-    "flatten",
-    "expand",
-    "detach",
-    "contiguous",
-    "select",
-    "as_strided",
-    "view_as",
-    "t",
-    "unflatten",
-    "split",
-    "chunk",
-    "unbind",
-}
-_FACTORY = {"zeros", "empty", "ones", "full", "zeros_like", "empty_like", "ones_like", "full_like"}
-_KEY_HELPER = re.compile(r"^_?(get_)?req(uest)?_?(id|key)s?$|^_?(resolve|extract)_req(uest)?_?(id|key)$")
-STATE_WORDS = re.compile(r"cache|buffer|state|gen|stream|pad|window|history|prev|context|queue|pending", re.I)
-
-
-def id_read(node: ast.AST) -> tuple[str, ast.AST | None] | None:
-    """(key, default) when node reads a request-id key: x.get("k"[, d]), x["k"], getattr(x, "k"[, d])."""
-    if isinstance(node, ast.Call):
-        name = dotted(node.func)
-        args = node.args
-        if isinstance(node.func, ast.Attribute) and node.func.attr == "get" and args:
-            key, default = args[0], (args[1] if len(args) > 1 else None)
-        elif name == "getattr" and len(args) >= 2:
-            key, default = args[1], (args[2] if len(args) > 2 else None)
-        else:
-            return None
-        if isinstance(key, ast.Constant) and key.value in ID_KEYS:
-            return key.value, default
-        return None
-    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in ID_KEYS:
-        return node.slice.value, None
-    return None
-
-
-def _is_const(node: ast.AST | None) -> bool:
-    return isinstance(node, ast.Constant) and node.value is not None and not isinstance(node.value, bool)
-
-
-@dataclass
-class IdEval:
-    facts_keys: tuple[str, ...]
-
-    def key_source(self, key: str) -> str:
-        return _KEY_SOURCE.get(key, f"unset:{key}") if key in self.facts_keys else f"unset:{key}"
-
-    def sources(self, node: ast.AST, env: dict[str, set[str]]) -> set[str]:
-        """Where the value of an id expression comes from; the primary source first matters."""
-        r = id_read(node)
-        if r is not None:
-            key, default = r
-            out = {self.key_source(key)}
-            return out
-        if isinstance(node, ast.Name):
-            return set(env.get(node.id, ()))
-        if isinstance(node, ast.Constant):
-            return {CONST} if node.value is not None else set()
-        if isinstance(node, ast.BoolOp):
-            return self.sources(node.values[0], env)  # primary source
-        if isinstance(node, ast.IfExp):
-            return self.sources(node.body, env) | self.sources(node.orelse, env)
-        if isinstance(node, ast.Call):
-            name = dotted(node.func)
-            if name == "id":
-                return {OBJID}
-            if _KEY_HELPER.search(name.split(".")[-1]):
-                return {"named"}  # request_key(info), self._req_id(info): a helper that reads the id
-            if name in ("str", "int", "repr", "hash") and node.args:
-                return self.sources(node.args[0], env)
-            return set()
-        if isinstance(node, ast.Subscript):
-            return self.sources(node.value, env)  # global_request_id[0]
-        if isinstance(node, ast.JoinedStr):
-            out: set[str] = set()
-            for v in node.values:
-                if isinstance(v, ast.FormattedValue):
-                    out |= self.sources(v.value, env)
-            return out
-        if isinstance(node, ast.Attribute) and node.attr in _KEY_SOURCE:
-            return (
-                {_KEY_SOURCE[node.attr]} if node.attr in self.facts_keys or node.attr != "global_request_id" else set()
-            )
-        return set()
-
-
-@dataclass
-class DictOps:
-    inserts: list[tuple[FuncInfo, ast.AST, ast.AST, set[str]]] = field(default_factory=list)  # fn, node, key, sources
-    frees: list[tuple[FuncInfo, ast.AST]] = field(default_factory=list)
-    bounded: bool = False
-
-
-class ClassState:
-    """State analysis of one model class: per-request dicts, their inserts (with the id source of
-    each key) and frees, and what the finish hook reaches. Only methods whose text mentions a dict
-    attribute are analyzed; id sources of parameters come from in-class call sites, lazily."""
-
-    def __init__(self, src: SourceFile, cls: ClassInfo) -> None:
-        self.src, self.cls = src, cls
-        self.idev = IdEval(src.facts.request_id_keys)
-        self._envs: dict[str, dict[str, set[str]]] = {}
-        self.dicts = self._dict_attrs()
-        self.ops: dict[str, DictOps] = {d: DictOps() for d in self.dicts}
-        self.finish: set[str] = set()
-        if not self.dicts:
-            return
-        pattern = re.compile(r"self\.(" + "|".join(re.escape(d) for d in sorted(self.dicts)) + r")\b")
-        for fn in cls.methods.values():
-            if pattern.search(src.node_text(fn.node)):
-                self._collect_ops(fn)
-        if any(o.inserts for o in self.ops.values()):
-            self.finish = self._finish_closure()
-            evict = self._eviction_closure()
-            for ops in self.ops.values():
-                if any(f.qualname in evict for f, _n in ops.frees):
-                    ops.bounded = True  # freed by a TTL/LRU eviction path: bounded, not leaked
-
-    # --- id sources -----------------------------------------------------------------------
-    def env(self, fn: FuncInfo, depth: int = 0) -> dict[str, set[str]]:
-        if fn.qualname in self._envs:
-            return self._envs[fn.qualname]
-        self._envs[fn.qualname] = {}  # cycles
-        env: dict[str, set[str]] = self._param_sources(fn, depth)
-        lists = None
-        for stmt, _ctx in iter_stmts(fn.node.body):
-            if isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Tuple):
-                # `for key, span in pending:` over the requests of the batch: the key is the request's.
-                lists = per_request_lists(fn.node) if lists is None else lists
-                if isinstance(stmt.iter, ast.Name) and stmt.iter.id in lists:
-                    for e in stmt.target.elts:
-                        if isinstance(e, ast.Name):
-                            env[e.id] = env.get(e.id, set()) | {"named"}
-            if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
-                srcs = self.idev.sources(stmt.value, env)
-                for t in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
-                    if isinstance(t, ast.Name) and srcs:
-                        env[t.id] = env.get(t.id, set()) | srcs
-            elif isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name):
-                srcs = self.idev.sources(stmt.iter, env)
-                if srcs:
-                    env[stmt.target.id] = srcs
-        self._envs[fn.qualname] = env
-        return env
-
-    def _param_sources(self, fn: FuncInfo, depth: int) -> dict[str, set[str]]:
-        out: dict[str, set[str]] = {}
-        if fn.name == FINISH_HOOK:
-            args = [a.arg for a in fn.node.args.args[1:]]
-            if args:
-                out[args[0]] = {SCHED}
-            return out
-        if depth > 2:
-            return out
-        needle = f".{fn.name}("
-        for caller in self.cls.methods.values():
-            if caller is fn or needle not in self.src.node_text(caller.node):
-                continue
-            cenv = self.env(caller, depth + 1)
-            for stmt, _ctx in iter_stmts(caller.node.body):
-                if isinstance(stmt, FUNC_TYPES):
-                    continue
-                for expr in _own_exprs(stmt):
-                    for n in walk(expr):
-                        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == fn.name:
-                            if self.src.index.resolve(caller, n) is fn:
-                                for name, arg in bind_args(self.src.index, fn, n):
-                                    srcs = self.idev.sources(arg, cenv)
-                                    if srcs:
-                                        out[name] = out.get(name, set()) | srcs
-        return out
-
-    # --- dict attributes and their operations ---------------------------------------------------
-    def _dict_attrs(self) -> set[str]:
-        out = set()
-        for attr, values in self.cls.attr_values.items():
-            for v in values:
-                if isinstance(v, ast.Dict) or (isinstance(v, ast.Call) and dotted(v.func) in _DICT_FACTORIES):
-                    out.add(attr)
-        return out
-
-    def _collect_ops(self, fn: FuncInfo) -> None:
-        env = None
-        # An eviction sweep (pops inside a loop over some dict's items/keys: TTL or LRU clean-up)
-        # bounds the dicts it pops even without a finish hook.
-        sweep = any(
-            isinstance(n, ast.For | ast.comprehension)
-            and any(
-                isinstance(c, ast.Call)
-                and isinstance(c.func, ast.Attribute)
-                and c.func.attr in ("items", "keys")
-                and is_self_attr(c.func.value) is not None
-                for c in walk(n.iter)
-            )
-            for n in walk(fn.node)
-        )
-        for stmt, _ctx in iter_stmts(fn.node.body):
-            if isinstance(stmt, FUNC_TYPES):
-                continue
-            if isinstance(stmt, ast.Assign):
-                for t in stmt.targets:
-                    if isinstance(t, ast.Subscript) and (d := is_self_attr(t.value)) in self.ops:
-                        env = env if env is not None else self.env(fn)
-                        self.ops[d].inserts.append((fn, stmt, t.slice, self._key_sources(t.slice, env)))
-                    elif (
-                        (d := is_self_attr(t)) in self.ops
-                        and fn.name != "__init__"
-                        and isinstance(stmt.value, ast.Dict | ast.Call)
-                    ):
-                        self.ops[d].frees.append((fn, stmt))
-            elif isinstance(stmt, ast.Delete):
-                for t in stmt.targets:
-                    if isinstance(t, ast.Subscript) and (d := is_self_attr(t.value)) in self.ops:
-                        self.ops[d].frees.append((fn, stmt))
-            for expr in _own_exprs(stmt):
-                for n in walk(expr):
-                    if type(n) is not ast.Call:
-                        continue
-                    if isinstance(n.func, ast.Attribute):
-                        d = is_self_attr(n.func.value)
-                        if d not in self.ops:
-                            continue
-                        m = n.func.attr
-                        if m in ("pop", "clear"):
-                            self.ops[d].frees.append((fn, n))
-                            if sweep:
-                                self.ops[d].bounded = True
-                        elif m == "popitem":
-                            self.ops[d].frees.append((fn, n))
-                            self.ops[d].bounded = True
-                        elif m == "setdefault" and n.args:
-                            env = env if env is not None else self.env(fn)
-                            self.ops[d].inserts.append((fn, n, n.args[0], self._key_sources(n.args[0], env)))
-                    elif dotted(n.func) == "len" and n.args and is_self_attr(n.args[0]) in self.ops:
-                        self.ops[is_self_attr(n.args[0])].bounded = True
-
-    def _key_sources(self, key: ast.AST, env: dict[str, set[str]]) -> set[str]:
-        srcs = self.idev.sources(key, env)
-        if not srcs and any(_REQ_NAME.search(n.id) for n in walk(key) if isinstance(n, ast.Name)):
-            srcs = {"named"}
-        if not srcs and any(_REQ_NAME.search(n.attr) for n in walk(key) if isinstance(n, ast.Attribute)):
-            srcs = {"named"}
-        return srcs
-
-    def per_request(self, d: str) -> bool:
-        return any(
-            s & {SCHED, GLOBAL, "named"} or any(x.startswith("unset:") for x in s)
-            for _f, _n, _k, s in self.ops[d].inserts
-        )
-
-    def _eviction_closure(self) -> set[str]:
-        """Methods on an eviction path: ones that pop the oldest entry (`popitem`, `next(iter(...))`),
-        sweep a dict's items/keys, or bound a dict's size (`while len(self.d) > n`), and what they call."""
-        seeds = []
-        for fn in self.cls.methods.values():
-            text = self.src.node_text(fn.node)
-            if not (
-                "popitem" in text
-                or "next(iter(self." in text
-                or ".items()" in text
-                or ".keys()" in text
-                or "while len(self." in text
-            ):
-                continue
-            for n in walk(fn.node):
-                if (
-                    isinstance(n, ast.Call)
-                    and isinstance(n.func, ast.Attribute)
-                    and n.func.attr == "popitem"
-                    and is_self_attr(n.func.value) is not None
-                ):
-                    seeds.append(fn)
-                    break
-                if (
-                    isinstance(n, ast.For | ast.comprehension | ast.While)
-                    and any(
-                        isinstance(c, ast.Call)
-                        and isinstance(c.func, ast.Attribute)
-                        and c.func.attr in ("items", "keys")
-                        and is_self_attr(c.func.value) is not None
-                        for c in walk(n.test if isinstance(n, ast.While) else n.iter)
-                    )
-                    or (
-                        isinstance(n, ast.Call)
-                        and dotted(n.func) == "next"
-                        and n.args
-                        and "self." in ast.unparse(n.args[0])
-                    )
-                ):
-                    seeds.append(fn)
-                    break
-        seen: set[str] = set()
-        work = list(seeds)
-        while work:
-            fn = work.pop()
-            if fn.qualname in seen:
-                continue
-            seen.add(fn.qualname)
-            work.extend(t for t, _l, _g in self.src.index.callees(fn))
-        return seen
-
-    # --- the finish hook ----------------------------------------------------------------------
-    def _finish_closure(self) -> set[str]:
-        hook = self.src.index.method(self.cls.name, FINISH_HOOK)
-        if hook is None:
-            return set()
-        seeds = [hook]
-        written = set()
-        for n in walk(hook.node):
-            if (
-                isinstance(n, ast.Call)
-                and isinstance(n.func, ast.Attribute)
-                and n.func.attr in ("update", "add", "extend", "append", "__setitem__")
-            ):
-                if (a := is_self_attr(n.func.value)) is not None:
-                    written.add(a)
-            elif isinstance(n, ast.Assign):
-                for t in n.targets:
-                    a = is_self_attr(t.value if isinstance(t, ast.Subscript) else t)
-                    if a is not None:
-                        written.add(a)
-        # Deferred cleanup: methods that read what the hook recorded (voxcpm2's _deferred_cleanup_ids).
-        if written:
-            pattern = re.compile(r"self\.(" + "|".join(re.escape(a) for a in sorted(written)) + r")\b")
-            for fn in self.cls.methods.values():
-                if fn is not hook and pattern.search(self.src.node_text(fn.node)):
-                    seeds.append(fn)
-        seen: set[str] = set()
-        work = list(seeds)
-        while work:
-            fn = work.pop()
-            if fn.qualname in seen:
-                continue
-            seen.add(fn.qualname)
-            work.extend(t for t, _l, _g in self.src.index.callees(fn))
-        return seen
-
-
-def _own_exprs(stmt: ast.stmt) -> list[ast.AST]:
-    from omnitts.validators.static.index import stmt_exprs
-
-    return stmt_exprs(stmt)
-
-
-def class_states(src: SourceFile) -> list[ClassState]:
-    cached = src.__dict__.get("_i5")
-    if cached is None:
-        cached = [ClassState(src, cls) for cls in src.index.classes.values() if cls.methods]
-        src.__dict__["_i5"] = cached
-    return cached
-
-
-def _in_logging(src: SourceFile, node: ast.AST) -> bool:
-    line = src.lines[node.lineno - 1] if node.lineno <= len(src.lines) else ""
-    return bool(_LOG.search(line)) or "print(" in line
-
 
 _HDR = """
 import torch
@@ -428,7 +68,7 @@ def _all_id_reads(src: SourceFile):
         for stmt, _ctx in iter_stmts(fn.node.body):
             if isinstance(stmt, FUNC_TYPES):
                 continue
-            for n in (x for e in _own_exprs(stmt) for x in walk(e)):
+            for n in (x for e in own_exprs(stmt) for x in walk(e)):
                 r = id_read(n)
                 if r is not None:
                     yield fn, stmt, n, r
@@ -437,7 +77,7 @@ def _all_id_reads(src: SourceFile):
 def _primary_reads(stmt: ast.AST) -> set[int]:
     """ids of id reads that are fallbacks (not primary) in `a or b` / `.get(k, fallback)` chains."""
     fallbacks: set[int] = set()
-    for n in (x for e in _own_exprs(stmt) for x in walk(e)):
+    for n in (x for e in own_exprs(stmt) for x in walk(e)):
         if isinstance(n, ast.BoolOp):
             for v in n.values[1:]:
                 fallbacks |= {id(x) for x in walk(v)}
@@ -496,7 +136,7 @@ return input_ids, input_embeds, {}"""),
     def check(self, src: SourceFile):
         keys = src.facts.request_id_keys
         for _fn, stmt, node, (key, _default) in _all_id_reads(src):
-            if key in keys or id(node) in _primary_reads(stmt) or _in_logging(src, node):
+            if key in keys or id(node) in _primary_reads(stmt) or in_logging(src, node):
                 continue
             where = f"release {src.facts.version}" if src.facts.version else "any released runner"
             yield Rule.at(
@@ -563,12 +203,12 @@ return input_ids, input_embeds, {}"""),
     def check(self, src: SourceFile):
         seen = set()
         for _fn, stmt, node, (key, default) in _all_id_reads(src):
-            if _in_logging(src, node):
+            if in_logging(src, node):
                 continue
             const = None
-            if _is_const(default):
+            if is_const(default):
                 const = default.value
-            elif default is not None and isinstance(default, ast.BoolOp) and _is_const(default.values[-1]):
+            elif default is not None and isinstance(default, ast.BoolOp) and is_const(default.values[-1]):
                 const = default.values[-1].value
             else:
                 for n in walk(stmt):
@@ -577,7 +217,7 @@ return input_ids, input_embeds, {}"""),
                         and isinstance(n.op, ast.Or)
                         and any(x is node for v in n.values[:-1] for x in walk(v))
                     ):
-                        if _is_const(n.values[-1]):
+                        if is_const(n.values[-1]):
                             const = n.values[-1].value
             if const is not None and (stmt.lineno, key) not in seen:
                 seen.add((stmt.lineno, key))
@@ -708,35 +348,6 @@ return input_ids, input_embeds, {}"""),
                         break
 
 
-# --- persistent buffers -------------------------------------------------------------------------
-def _buffers(cls: ClassInfo) -> set[str]:
-    out = set()
-    for attr, values in cls.attr_values.items():
-        for v in values:
-            if isinstance(v, ast.Call):
-                name = dotted(v.func)
-                if name == "self.register_buffer" or (name.startswith("torch.") and name.split(".")[-1] in _FACTORY):
-                    out.add(attr)
-    return out
-
-
-def _view_of(node: ast.AST, buffers: set[str], views: set[str]) -> str | None:
-    """The buffer a value aliases, if it is the buffer or a view of it."""
-    while True:
-        if (a := is_self_attr(node)) is not None:
-            return a if a in buffers else None
-        if isinstance(node, ast.Name):
-            return node.id if node.id in views else None
-        if isinstance(node, ast.Subscript):
-            node = node.value
-        elif isinstance(node, ast.Attribute) and node.attr in ("T", "mT", "data"):
-            node = node.value
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEW_METHODS:
-            node = node.func.value
-        else:
-            return None
-
-
 @register
 class NoBufferViewOutput(Rule):
     """A view of a persistent buffer (a tensor allocated once on the model: `register_buffer`,
@@ -804,7 +415,7 @@ class CodePredictor(torch.nn.Module):
         if ".replay()" in src.text:
             yield from self._graph_returns(src)
         for _cname, cls in src.index.classes.items():
-            buffers = _buffers(cls)
+            buffers = persistent_buffers(cls)
             if not buffers:
                 continue
             for fn in cls.methods.values():
@@ -834,7 +445,7 @@ class CodePredictor(torch.nn.Module):
                 if not isinstance(stmt, ast.Return) or stmt.value is None:
                     continue
                 for e in stmt.value.elts if isinstance(stmt.value, ast.Tuple) else [stmt.value]:
-                    base = _strip_views(e)
+                    base = strip_views(e)
                     if (
                         isinstance(base, ast.Attribute)
                         and not isinstance(base.value, ast.Call)
@@ -850,14 +461,14 @@ class CodePredictor(torch.nn.Module):
                 target = index.resolve(caller, call)
                 if target is None or target.qualname not in candidates:
                     continue
-                kept = _kept_past_step(caller.node, call)
+                kept = kept_past_step(caller.node, call)
                 if kept is None:
                     continue
                 for e in candidates[target.qualname]:
                     yield Rule.at(
                         e,
                         f"`{target.qualname}` replays a CUDA graph and returns its static buffer "
-                        f"`{dotted(_strip_views(e))}` without `.clone()`; `{caller.qualname}` keeps a view "
+                        f"`{dotted(strip_views(e))}` without `.clone()`; `{caller.qualname}` keeps a view "
                         f"of it (line {kept}), which the next replay overwrites",
                     )
                 del candidates[target.qualname]
@@ -868,7 +479,7 @@ class CodePredictor(torch.nn.Module):
         stmts = [s for s, _c in iter_stmts(fn.node.body)]
         for s in stmts:
             if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
-                if _view_of(s.value, buffers, views):
+                if buffer_view_of(s.value, buffers, views):
                     views.add(s.targets[0].id)
         emitted: set[str] = set()
         sinks: list[ast.AST] = []
@@ -878,12 +489,12 @@ class CodePredictor(torch.nn.Module):
                     for kw in n.keywords:
                         if kw.arg == "multimodal_outputs":
                             emitted |= {x.id for x in walk(kw.value) if isinstance(x, ast.Name)}
-                            sinks += _dict_values(kw.value)
+                            sinks += dict_values(kw.value)
                 elif isinstance(n, ast.Dict):
                     for k, v in zip(n.keys, n.values, strict=False):
                         if isinstance(k, ast.Constant) and k.value in ("model_outputs", "audio"):
                             emitted |= {x.id for x in walk(v) if isinstance(x, ast.Name)}
-                            sinks += _elements(v)
+                            sinks += elements(v)
         for s in stmts:
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute):
                 call = s.value
@@ -900,7 +511,7 @@ class CodePredictor(torch.nn.Module):
                         sinks.append(s.value)
         seen = set()
         for sink in sinks:
-            buf = _view_of(sink, buffers, views)
+            buf = buffer_view_of(sink, buffers, views)
             if buf is not None and id(sink) not in seen:
                 seen.add(id(sink))
                 yield Rule.at(
@@ -908,62 +519,6 @@ class CodePredictor(torch.nn.Module):
                     f"emits a view of persistent buffer `self.{buf}` in `{fn.qualname}`: the next step "
                     "overwrites it; emit `.clone()`",
                 )
-
-
-def _strip_views(e: ast.AST) -> ast.AST:
-    while isinstance(e, ast.Subscript) or (
-        isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in _VIEW_METHODS
-    ):
-        e = e.value if isinstance(e, ast.Subscript) else e.func.value
-    return e
-
-
-def _kept_past_step(fn: ast.AST, call: ast.Call) -> int | None:
-    """Line where a caller stores a view of a call's result beyond the step: on an object's
-    attribute (`state.last_codes = codes[i]`) or into an emitted list (`frames.append(codes[i])`)."""
-    names: set[str] = set()
-    after = None
-    for stmt, _ctx in iter_stmts(fn.body):
-        if after is None:
-            if isinstance(stmt, ast.Assign) and stmt.value is call:
-                for t in stmt.targets:
-                    names |= {x.id for x in walk(t) if isinstance(x, ast.Name)}
-                after = stmt.lineno
-            continue
-        if isinstance(stmt, ast.Assign):
-            value_base = _strip_views(stmt.value)
-            is_view = isinstance(value_base, ast.Name) and value_base.id in names
-            for t in stmt.targets:
-                if isinstance(t, ast.Name):
-                    if is_view:
-                        names.add(t.id)
-                    else:
-                        names.discard(t.id)  # rebound (e.g. to a copy)
-                elif isinstance(t, ast.Attribute) and is_view:
-                    return stmt.lineno
-        elif (
-            isinstance(stmt, ast.Expr)
-            and isinstance(stmt.value, ast.Call)
-            and isinstance(stmt.value.func, ast.Attribute)
-        ):
-            c = stmt.value
-            if c.func.attr in ("append", "extend", "insert") and c.args:
-                base = _strip_views(c.args[-1])
-                if isinstance(base, ast.Name) and base.id in names:
-                    return stmt.lineno
-    return None
-
-
-def _dict_values(node: ast.AST) -> list[ast.AST]:
-    if isinstance(node, ast.Dict):
-        return [e for v in node.values for e in _elements(v)]
-    return []
-
-
-def _elements(node: ast.AST) -> list[ast.AST]:
-    if isinstance(node, ast.List | ast.Tuple):
-        return list(node.elts)
-    return [node]
 
 
 @register
@@ -1008,7 +563,7 @@ class Model(torch.nn.Module):
         index = src.index
         for cls in index.classes.values():
             for fn in cls.methods.values():
-                if fn.qualname not in index.per_step or not _SELF_ASSIGN.search(src.node_text(fn.node)):
+                if fn.qualname not in index.per_step or not SELF_ASSIGN.search(src.node_text(fn.node)):
                     continue
                 loops = per_request_loops(fn.node)
                 loop_vars = {id(loop): {n.id for n in walk(loop.target) if isinstance(n, ast.Name)} for loop in loops}
@@ -1032,17 +587,10 @@ class Model(torch.nn.Module):
                         if not (loop.lineno <= stmt.lineno <= (loop.end_lineno or loop.lineno)):
                             continue
                         names = {n.id for n in walk(v) if isinstance(n, ast.Name)}
-                        if names & loop_vars[id(loop)] and STATE_WORDS.search(attr) and not _is_flagish(v):
+                        if names & loop_vars[id(loop)] and STATE_WORDS.search(attr) and not is_flagish(v):
                             yield Rule.at(
                                 stmt,
                                 f"`self.{attr}` is set from each request's data inside the per-request "
                                 f"loop of `{fn.qualname}`: the last request wins for the whole batch",
                             )
                             break
-
-
-_SELF_ASSIGN = re.compile(r"self\.\w+\s*=[^=]")
-
-
-def _is_flagish(v: ast.AST) -> bool:
-    return isinstance(v, ast.Compare | ast.BoolOp) or (isinstance(v, ast.Call) and dotted(v.func) == "bool")

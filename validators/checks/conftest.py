@@ -1,0 +1,127 @@
+"""Fixtures and per-model parametrisation of the runtime checks (this folder only).
+
+The plugin (``omnitts.validators.plugin``) owns options and results; what a check receives lives here, so that
+it reaches the checks and nothing else in a session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from omnitts.validators.plugin import CHECK_MARK, MODEL_PARAM, STATE, option
+
+
+def pytest_generate_tests(metafunc):
+    if MODEL_PARAM not in metafunc.fixturenames:
+        return
+    names = metafunc.config.stash[STATE].models
+    if not names:
+        raise pytest.UsageError(
+            "the runtime validators need a model: pytest validators --model NAME (see --list-models, --omni-root)"
+        )
+    metafunc.parametrize(MODEL_PARAM, [pytest.param(n, marks=pytest.mark.xdist_group(n)) for n in names], ids=names)
+
+
+@pytest.fixture(scope="session")
+def omnitts_options(pytestconfig):
+    from omnitts.validators.runtime.context import Options
+
+    device = option(pytestconfig, "device")
+    import torch
+
+    if device == "cuda":
+        _pin_worker_gpu(pytestconfig, torch)
+    if device == "cpu":
+        # tiny models: intra-op threads only add spin-waits, and xdist workers would oversubscribe the cores
+        torch.set_num_threads(int(os.environ.get("OMNITTS_TORCH_THREADS", "1")))
+    else:
+        # functional validation, not speed: TF32 would make batched and solo results differ beyond float32 noise
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    return Options(
+        device=device,
+        omni_root=option(pytestconfig, "omni_root"),
+        release=option(pytestconfig, "release"),
+        out_dir=pytestconfig.stash[STATE].out,
+        timeout=float(option(pytestconfig, "check_timeout")),
+        require_real=bool(option(pytestconfig, "require_real_vllm")),
+    )
+
+
+PLACEMENT = pytest.StashKey["object"]()  # this process's WorkerPlacement on CUDA runs
+
+
+def _pin_worker_gpu(config, torch) -> None:
+    """Pins this process (one xdist worker, or the single process) to its GPU and its share of that GPU's memory.
+
+    "cuda" then means this GPU for every tensor the checks make (``torch.cuda.set_device``), so the checks and the
+    harness need no device index of their own.
+    """
+    from omnitts.validators.runtime.placement import PlacementError, parse_gpus, place_worker
+
+    worker = getattr(config, "workerinput", {})
+    try:
+        gpus = parse_gpus(option(config, "gpus"), torch.cuda.device_count())
+        placement = place_worker(worker.get("workerid"), int(worker.get("workercount", 1)), gpus)
+    except PlacementError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    torch.cuda.set_device(placement.gpu)
+    torch.cuda.set_per_process_memory_fraction(placement.memory_fraction, placement.gpu)
+    config.stash[PLACEMENT] = placement
+
+
+@pytest.fixture
+def ctx(omnitts_model, omnitts_options, pytestconfig):
+    """The model's :class:`ModelContext` (shared by all checks of this model in this process)."""
+    from omnitts.validators.runtime.context import ModelContext
+
+    store = pytestconfig.stash[STATE].contexts
+    if omnitts_model not in store:
+        store[omnitts_model] = ModelContext(omnitts_model, omnitts_options)
+    return store[omnitts_model]
+
+
+@pytest.fixture
+def record(request):
+    """``record(metrics=..., extra_checks={...})``: attach numbers and extra checklist ticks to this check."""
+
+    def _record(metrics: dict | None = None, extra_checks: dict | None = None, **kw):
+        payload = dict(metrics or {}, **kw)
+        if payload:
+            request.node.user_properties.append(("omnitts_metrics", _jsonable(payload)))
+        if extra_checks:
+            request.node.user_properties.append(("omnitts_extra", dict(extra_checks)))
+
+    return _record
+
+
+@pytest.fixture(autouse=True)
+def _omnitts_tag(request):
+    """Tags the report with the check id and model, and records the process's memory growth over the check."""
+    mark = request.node.get_closest_marker(CHECK_MARK)
+    if mark is None or MODEL_PARAM not in request.fixturenames:
+        yield
+        return
+    from omnitts.validators.runtime.memory import MemoryProbe
+
+    model = request.getfixturevalue(MODEL_PARAM)
+    request.node.user_properties.append(("omnitts_check", {"check": mark.args[0], "model": model}))
+    request.getfixturevalue("omnitts_options")  # pins the GPU before the first check of this process
+    placement = request.config.stash.get(PLACEMENT, None)
+    if placement is not None:
+        where = {"worker": placement.worker, "device": placement.device, "sharing": placement.sharing}
+        request.node.user_properties.append(("omnitts_placement", where))
+    probe = MemoryProbe(cuda=str(option(request.config, "device")).startswith("cuda"))
+    yield
+    request.node.user_properties.append(("omnitts_metrics", {"memory": probe.growth()}))
+
+
+def _jsonable(obj):
+    try:
+        json.dumps(obj)
+        return obj
+    except TypeError:
+        return json.loads(json.dumps(obj, default=str))
