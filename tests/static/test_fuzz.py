@@ -21,7 +21,8 @@ import pytest
 from omnitts.validators.static import engine
 from omnitts.validators.static.cli import main
 from omnitts.validators.static.treefacts import TreeFacts
-from tests.static.fuzz_programs import PLANTED, ProgramGenerator, damaged, variants
+
+from .fuzz_programs import PLANTED, ProgramGenerator, damaged, variants
 
 N_PROGRAMS = int(os.environ.get("OMNITTS_FUZZ_PROGRAMS", "90"))
 MODEL_REL = "vllm_omni/model_executor/models/fuzz/fuzz.py"
