@@ -13,10 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from omnitts.knowledge.eras import detect_profile
+from omnitts.knowledge.releases import pristine_tree
 from omnitts.scaffold import new as new_mod
 from omnitts.scaffold.naming import PATTERNS, make_names
-from omnitts.scaffold.profiles import detect_profile
-from omnitts.scaffold.releases import pristine_tree
 
 
 def timed(fn, *args, **kwargs):

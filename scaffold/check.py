@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from omnitts.scaffold import profiles
+from omnitts.knowledge import layout
+from omnitts.knowledge.eras import LayoutProfile
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.index import Pipeline, Stage, TreeIndex
-from omnitts.scaffold.profiles import LayoutProfile
 
 PRESENT, MISSING, INCONSISTENT, NA, OPTIONAL = "present", "missing", "inconsistent", "n/a", "absent (optional)"
 GAPS = (MISSING, INCONSISTENT)
@@ -88,9 +88,9 @@ def _diffusion_types(index: TreeIndex) -> set[str]:
 def _folder_of_type(index: TreeIndex, model_type: str) -> str | None:
     if index.adapters and model_type in index.adapters.adapters:
         module = index.adapters.adapters[model_type].module
-        if (index.root / profiles.MODELS / module).is_dir():
+        if (index.root / layout.MODELS / module).is_dir():
             return module
-    if (index.root / profiles.MODELS / model_type).is_dir():
+    if (index.root / layout.MODELS / model_type).is_dir():
         return model_type
     return None
 
@@ -285,9 +285,9 @@ def deploy_candidates(index: TreeIndex, pipeline: Pipeline) -> list[str]:
     """Where the engine looks for this pipeline's deploy yaml: `default_deploy_config_name` (0.26+),
     else `deploy/<HF model_type>.yaml` for every registry key of the pipeline (resolve_model_config_path)."""
     if pipeline.deploy_name:
-        return [f"{profiles.DEPLOY}/{pipeline.deploy_name}"]
+        return [f"{layout.DEPLOY}/{pipeline.deploy_name}"]
     names = [*registry_keys(index, pipeline), pipeline.model_type]
-    return [f"{profiles.DEPLOY}/{n}.yaml" for n in dict.fromkeys(n for n in names if n)]
+    return [f"{layout.DEPLOY}/{n}.yaml" for n in dict.fromkeys(n for n in names if n)]
 
 
 def _check_deploy(index: TreeIndex, view: ModelView) -> PointResult:
@@ -346,7 +346,6 @@ def _entry(index: TreeIndex, view: ModelView) -> tuple[Stage | None, str | None,
 
 
 def _check_serving(index: TreeIndex, view: ModelView) -> list[PointResult]:
-    era = index.profile.era
     stage, arch, _ = _entry(index, view)
     key = stage.model_stage if stage else None
     if view.diffusion:
@@ -383,7 +382,7 @@ def _check_serving(index: TreeIndex, view: ModelView) -> list[PointResult]:
         out.append(
             PointResult("serving.detect", INCONSISTENT, f"({key!r}, {arch!r}) -> {detected!r}, not {view.model_type!r}")
         )
-    if era == profiles.FIVE_POINT:
+    if index.profile.point("serving.validate"):
         methods = index.serving_methods_of(view.model_type) if view.model_type else {}
         if view.model_type == "qwen3_tts":
             out.append(PointResult("serving.validate", PRESENT, "Qwen3-TTS is the default branch"))
@@ -421,9 +420,9 @@ def _check_serving(index: TreeIndex, view: ModelView) -> list[PointResult]:
 def _adapter_files(index: TreeIndex) -> dict[str, str]:
     """adapter `name` -> module stem, for every adapter class in tts_adapters/*.py (listed or not)."""
     out = {}
-    for path in sorted((index.root / profiles.ADAPTERS).glob("*.py")):
+    for path in sorted((index.root / layout.ADAPTERS).glob("*.py")):
         try:
-            tree = ast.parse(index.text(f"{profiles.ADAPTERS}/{path.name}"))
+            tree = ast.parse(index.text(f"{layout.ADAPTERS}/{path.name}"))
         except SyntaxError:
             continue
         for node in tree.body:
@@ -455,7 +454,7 @@ def _check_adapter(index: TreeIndex, view: ModelView) -> list[PointResult]:
             what = view.model_type or key
             reason = (
                 "served by a legacy branch of serving_speech.py"
-                if era == profiles.HYBRID and view.model_type
+                if era.legacy_serving_branches and view.model_type
                 else "no adapter"
             )
             out.append(PointResult("adapter", MISSING, f"{reason} (for {what!r})"))
@@ -466,7 +465,7 @@ def _check_adapter(index: TreeIndex, view: ModelView) -> list[PointResult]:
         out.append(PointResult("adapter_import", PRESENT, f"{adapter.module} in the import tuple"))
         if view.diffusion:
             out.append(PointResult("adapter.stage_keys", NA, "pure diffusion: served without stage detection"))
-        elif era == profiles.HYBRID and arch in index.arch_constants and key not in index.stage_constants:
+        elif era.legacy_serving_branches and arch in index.arch_constants and key not in index.stage_constants:
             out.append(
                 PointResult(
                     "adapter.stage_keys",
@@ -487,7 +486,7 @@ def _check_adapter(index: TreeIndex, view: ModelView) -> list[PointResult]:
                     f"entry stage {key!r} (pipeline / deploy) is not in the adapter's stage_keys ({keys})",
                 )
             )
-    if era == profiles.ADAPTER:
+    if index.profile.point("adapter.detect"):
         if view.diffusion:
             out.append(
                 PointResult(
@@ -533,9 +532,7 @@ def _check_sources(index: TreeIndex, view: ModelView) -> list[PointResult]:
             for p in (index.root / "tests/e2e").glob(f"*/test_{n}*.py")
         }
     )
-    hubs = [
-        rel for rel in (profiles.OFFLINE_HUB, profiles.ONLINE_HUB) if any(f"{n}/" in index.text(rel) for n in names)
-    ]
+    hubs = [rel for rel in (layout.OFFLINE_HUB, layout.ONLINE_HUB) if any(f"{n}/" in index.text(rel) for n in names)]
 
     def status(found: list, expected: int) -> str:
         return PRESENT if len(found) >= expected else MISSING if not found else INCONSISTENT
@@ -559,8 +556,8 @@ def check_view(index: TreeIndex, view: ModelView, query: str = "") -> ModelRepor
     results: list[PointResult] = []
     folder = view.folder
     results.append(
-        PointResult("package", PRESENT, f"{profiles.MODELS}/{folder}/")
-        if folder and (index.root / profiles.MODELS / folder).is_dir()
+        PointResult("package", PRESENT, f"{layout.MODELS}/{folder}/")
+        if folder and (index.root / layout.MODELS / folder).is_dir()
         else PointResult("package", MISSING, "no model folder")
     )
     results.append(_check_processors(index, view))
@@ -581,14 +578,15 @@ def check_view(index: TreeIndex, view: ModelView, query: str = "") -> ModelRepor
     results.append(_check_registry(index, view))
     results.append(_check_pipeline_registry(index, view))
     results.append(_check_hf_config(index, view))
-    if profile.era in (profiles.FIVE_POINT, profiles.HYBRID):
+    # The era's points decide which checks run.
+    if profile.serving_points:
         results += _check_serving(index, view)
-    if profile.has_adapters:
+    if profile.point("adapter"):
         results += _check_adapter(index, view)
     results += _check_sources(index, view)
     order = [p.id for p in profile.points]
     results.sort(key=lambda r: order.index(r.point) if r.point in order else len(order))
-    return ModelReport(query or view.label, view, profile.era, profile.version, results)
+    return ModelReport(query or view.label, view, profile.era.name, profile.version, results)
 
 
 def check_model(profile: LayoutProfile, name: str) -> list[ModelReport]:

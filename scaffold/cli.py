@@ -4,20 +4,22 @@ omnitts-scaffold new NAME --pattern P | --like EXISTING   write a model integrat
 omnitts-scaffold check NAME                               integration report of an existing model
 omnitts-scaffold remove NAME                              exact inverse of `new`
 omnitts-scaffold resolve [BASE OURS THEIRS --path P]      merge shared files keeping both models (git merge driver)
+omnitts-scaffold clean [--work-dir DIR] [--all]           remove the working copies `--target pypi:` made
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from omnitts.scaffold import releases
+from omnitts.knowledge import releases
+from omnitts.knowledge.eras import detect_profile
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.naming import PATTERNS, make_names
-from omnitts.scaffold.profiles import ERA_TITLES, detect_profile
 from omnitts.validators.cli_io import quiet_on_closed_pipe
 
 
@@ -27,6 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     target_help = "a vLLM-Omni tree (default: the current directory) or pypi:vllm-omni==X.Y.Z"
+    work_help = (
+        "folder for the working copies of --target pypi:... (default: <cache>/work); an unchanged copy is reused"
+    )
 
     new = sub.add_parser("new", help="write a complete TTS model integration into a vLLM-Omni tree")
     new.add_argument("name", help="model name: lower_snake_case Python identifier (package folder)")
@@ -38,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
         help="copy an in-tree model's integration (folder, model type or pipeline key), renamed",
     )
     new.add_argument("--target", default=".", help=target_help)
+    new.add_argument("--work-dir", type=Path, help=work_help)
     new.add_argument("--stage-key", help="model_stage of the entry stage (default: NAME)")
     new.add_argument(
         "--arch", help="registry architecture name (default: <Name>ForConditionalGeneration; not with --like)"
@@ -64,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("name", help="model type as serving detects it, pipeline key, or model folder")
     check.add_argument("--target", default=".", help=target_help)
+    check.add_argument("--work-dir", type=Path, help=work_help)
 
     remove = sub.add_parser(
         "remove", help="the exact inverse of `new`: delete its files, reverse every shared-file patch"
@@ -72,6 +79,11 @@ def _parser() -> argparse.ArgumentParser:
     remove.add_argument("--target", default=".", help="a vLLM-Omni tree (default: the current directory)")
     remove.add_argument(
         "--dry-run", action="store_true", help="print the whole change as a unified diff, write nothing"
+    )
+    remove.add_argument(
+        "--force",
+        action="store_true",
+        help="remove a folder new did not create (no pipeline.py, other files); still refused while the tree uses it",
     )
 
     resolve = sub.add_parser(
@@ -92,16 +104,35 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="register the merge driver for the shared files (.git/config, .git/info/attributes)",
     )
+
+    clean = sub.add_parser("clean", help="remove the working copies that `--target pypi:...` made")
+    clean.add_argument("--work-dir", type=Path, help="the folder given to --work-dir (default: <cache>/work)")
+    clean.add_argument(
+        "--all", action="store_true", help="also remove copies a scaffold run wrote into (their models go with them)"
+    )
+    clean.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
     return parser
 
 
-def _resolve_target(spec: str) -> Path:
+# Working copies this run created: removed again when the run fails, so a refused target leaves nothing behind.
+_FRESH_COPIES: list[Path] = []
+
+
+def _resolve_target(spec: str, work_dir: Path | None = None) -> Path:
     version = releases.parse_spec(spec)
     if version is None:
         return Path(spec).resolve()
-    copy = releases.working_copy(version)
-    print(f"working copy of vllm-omni {version}: {copy}", file=sys.stderr)
+    detect_profile(releases.pristine_tree(version))  # an unsupported release is refused before anything is copied
+    copy, created = releases.copy_for_run(version, work_dir)
+    if created:
+        _FRESH_COPIES.append(copy)
+    print(f"{'working' if created else 'reusing unchanged'} copy of vllm-omni {version}: {copy}", file=sys.stderr)
     return copy
+
+
+def _drop_fresh_copies() -> None:
+    while _FRESH_COPIES:
+        shutil.rmtree(_FRESH_COPIES.pop(), ignore_errors=True)
 
 
 def _check_commit_possible(root: Path) -> None:
@@ -126,7 +157,7 @@ def _commit(root: Path, paths: list[Path], message: str) -> None:
 
 
 def _era(profile) -> str:
-    return f"{ERA_TITLES.get(profile.era, profile.era)} era, vllm-omni {profile.version or '?'}"
+    return f"{profile.era.title} era, vllm-omni {profile.version or '?'}"
 
 
 def _finish(plan, root: Path, profile, *, dry_run: bool, nothing: str) -> list[Path] | None:
@@ -139,6 +170,7 @@ def _finish(plan, root: Path, profile, *, dry_run: bool, nothing: str) -> list[P
     if not plan.changes:
         print(nothing, file=sys.stderr)
         return None
+    plan.command = plan.command or _command_line
     marks = [(_mark(op), op.rel) for op in plan.changes]
     written = plan.apply()
     print(f"{plan.summary()} in {root} ({_era(profile)})", file=sys.stderr)
@@ -162,7 +194,7 @@ def cmd_new(args: argparse.Namespace) -> int:
             raise ScaffoldError(
                 "--voice-cloning / --detect-priority do not apply to --like: the source's adapter is copied as it is"
             )
-        root = _resolve_target(args.target)
+        root = _resolve_target(args.target, args.work_dir)
         profile = detect_profile(root)
         if args.commit and not args.dry_run:
             _check_commit_possible(root)
@@ -179,7 +211,7 @@ def cmd_new(args: argparse.Namespace) -> int:
             arch=args.arch,
             priority=args.priority,
         )
-        root = _resolve_target(args.target)
+        root = _resolve_target(args.target, args.work_dir)
         profile = detect_profile(root)
         if args.commit and not args.dry_run:
             _check_commit_possible(root)
@@ -200,7 +232,7 @@ def cmd_new(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from omnitts.scaffold.check import check_model, format_report
 
-    root = _resolve_target(args.target)
+    root = _resolve_target(args.target, args.work_dir)
     reports = check_model(detect_profile(root), args.name)
     print("\n\n".join(format_report(r) for r in reports))
     return 0 if all(r.complete for r in reports) else 1
@@ -211,7 +243,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
     root = Path(args.target).resolve()
     profile = detect_profile(root)
-    plan = plan_remove(profile, args.name)
+    plan = plan_remove(profile, args.name, force=args.force)
     _finish(
         plan, root, profile, dry_run=args.dry_run, nothing=f"nothing to do: {args.name} is not integrated in {root}"
     )
@@ -247,13 +279,59 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     return 0 if all(outcome.startswith("resolved") for _, outcome in results) else 1
 
 
-COMMANDS = {"new": cmd_new, "check": cmd_check, "remove": cmd_remove, "resolve": cmd_resolve}
+def cmd_clean(args: argparse.Namespace) -> int:
+    result = releases.clean_work_dir(args.work_dir, modified=args.all, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    for path in result.removed:
+        print(path)
+    for path in result.kept:
+        print(f"kept {path}: a scaffold run wrote into it (--all removes it)", file=sys.stderr)
+    mib = result.freed_bytes / 2**20
+    print(
+        f"{verb} {len(result.removed)} working copies ({mib:.0f} MiB) in {releases.work_root(args.work_dir)}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+_command_line = "omnitts-scaffold"  # named in the journal, for the run that may have to roll it back
+
+
+def _settle_journal(args: argparse.Namespace) -> None:
+    """Before anything else, finish or roll back a transaction an interrupted run left in the target tree."""
+    from omnitts.scaffold import journal
+
+    target = getattr(args, "target", None)
+    if target is None or releases.parse_spec(target) is not None:
+        return  # a pypi: target is a fresh working copy
+    line = journal.recover(Path(target).resolve())
+    if line:
+        print(f"omnitts-scaffold: {line}", file=sys.stderr)
+
+
+COMMANDS = {"new": cmd_new, "check": cmd_check, "remove": cmd_remove, "resolve": cmd_resolve, "clean": cmd_clean}
 
 
 @quiet_on_closed_pipe
 def main(argv: list[str] | None = None) -> int:
+    global _command_line
     args = _parser().parse_args(argv)
+    _command_line = " ".join(["omnitts-scaffold", *(sys.argv[1:] if argv is None else argv)])
     try:
+        code = _main(args)
+        if code == 0:
+            _FRESH_COPIES.clear()  # kept: the run worked in it
+        else:
+            _drop_fresh_copies()
+        return code
+    except BaseException:
+        _drop_fresh_copies()
+        raise
+
+
+def _main(args: argparse.Namespace) -> int:
+    try:
+        _settle_journal(args)
         return COMMANDS[args.command](args)
     except ScaffoldError as exc:
         print(f"omnitts-scaffold: error: {exc}", file=sys.stderr)

@@ -1,10 +1,8 @@
-"""The one error type the scaffold raises for bad input: printed as one line, exit code 2."""
+"""The one error type the scaffold raises for bad input: printed as one line, exit code 2.
 
+It is the knowledge layer's `TreeError`, so refusals raised there (era detection, release specs) are the
+scaffold's refusals too."""
 
-class ScaffoldError(Exception):
-    """A user-facing refusal. The message is one line and names what was found."""
+from omnitts.knowledge.errors import TreeError as ScaffoldError
 
-    exit_code = 2
-
-    def __init__(self, message: str) -> None:
-        super().__init__(" ".join(message.split()))
+__all__ = ["ScaffoldError"]

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import yaml
 
-from omnitts.scaffold import profiles
+from omnitts.knowledge import layout
+from omnitts.knowledge.detection import compile_adapter_registry, compile_detector, read_adapter_sources
+from omnitts.knowledge.eras import LayoutProfile
 from omnitts.scaffold.codemods.hf_config import registered_configs
 from omnitts.scaffold.codemods.imports import tuple_names
 from omnitts.scaffold.codemods.registry import registered
 from omnitts.scaffold.codemods.serving import UNION, existing_stage_keys
-from omnitts.scaffold.detection import compile_adapter_registry, compile_detector, read_adapter_sources
-from omnitts.scaffold.profiles import LayoutProfile
 
 PIPELINE_MODULE = "vllm_omni.model_executor.models.{}.pipeline"
 
@@ -215,25 +215,23 @@ class TreeIndex:
     # -- registries ------------------------------------------------------------------------------
     @cached_property
     def registry(self) -> dict[str, tuple[str, ...]]:
-        return registered(self.text(profiles.REGISTRY), "_OMNI_MODELS")
+        return registered(self.text(layout.REGISTRY), "_OMNI_MODELS")
 
     @cached_property
     def pipeline_registry(self) -> dict[str, tuple[str, str] | None]:
         """key -> (module, VAR) in both the lazy (0.20-0.22) and eager (0.24+) registries."""
-        source = self.text(profiles.PIPELINE_REGISTRY)
+        source = self.text(layout.PIPELINE_REGISTRY)
         entries = registered(source, self.profile.pipeline_registry)
-        if self.profile.pipeline_registry == "_OMNI_PIPELINES":
-            return {k: v if isinstance(v, tuple) and len(v) == 2 else None for k, v in entries.items()}
         imports = {}
         for node in ast.parse(source).body:
             if isinstance(node, ast.ImportFrom) and node.module:
                 for alias in node.names:
                     imports[alias.asname or alias.name] = node.module
-        return {k: (imports[v], v) if isinstance(v, str) and v in imports else None for k, v in entries.items()}
+        return {k: self.profile.era.registered_pipeline(v, imports) for k, v in entries.items()}
 
     @cached_property
     def pipeline_imports(self) -> set[tuple[str, str]]:
-        source = self.text(profiles.PIPELINE_REGISTRY)
+        source = self.text(layout.PIPELINE_REGISTRY)
         out = set()
         for node in ast.parse(source).body:
             if isinstance(node, ast.ImportFrom) and node.module:
@@ -242,30 +240,30 @@ class TreeIndex:
 
     @cached_property
     def hf_configs(self) -> dict[str, tuple[str | None, str | None]]:
-        return registered_configs(self.text(profiles.HF_CONFIGS))
+        return registered_configs(self.text(layout.HF_CONFIGS))
 
     @cached_property
     def pipelines(self) -> list[Pipeline]:
         out = []
-        models = self.root / profiles.MODELS
+        models = self.root / layout.MODELS
         folders = sorted({p.parent.name for p in models.glob("*/pipeline.py")})
         folders += sorted(
             {
                 rel.split("/")[-2]
                 for rel in self.sources
-                if rel.startswith(profiles.MODELS) and rel.endswith("/pipeline.py")
+                if rel.startswith(layout.MODELS) and rel.endswith("/pipeline.py")
             }
         )
         for folder in dict.fromkeys(folders):
-            out += parse_pipelines(folder, self.text(f"{profiles.MODELS}/{folder}/pipeline.py"))
+            out += parse_pipelines(folder, self.text(f"{layout.MODELS}/{folder}/pipeline.py"))
         return out
 
     @cached_property
     def legacy_pipelines(self) -> list[Pipeline]:
         """Topologies still in `model_executor/stage_configs/*.yaml` (0.20-0.24 fall back to them)."""
         out = []
-        for path in sorted((self.root / profiles.STAGE_CONFIGS).glob("*.yaml")):
-            rel = f"{profiles.STAGE_CONFIGS}/{path.name}"
+        for path in sorted((self.root / layout.STAGE_CONFIGS).glob("*.yaml")):
+            rel = f"{layout.STAGE_CONFIGS}/{path.name}"
             pipeline = parse_legacy_stage_config(rel, self.text(rel), self.registry)
             if pipeline is not None:
                 out.append(pipeline)
@@ -273,17 +271,17 @@ class TreeIndex:
 
     def deploy_rel(self, pipeline: Pipeline) -> str:
         name = pipeline.deploy_name or f"{pipeline.model_type}.yaml"
-        return f"{profiles.DEPLOY}/{name}"
+        return f"{layout.DEPLOY}/{name}"
 
     # -- serving ---------------------------------------------------------------------------------
     @cached_property
     def serving(self) -> str:
-        return self.text(profiles.SERVING)
+        return self.text(layout.SERVING)
 
     @cached_property
     def stage_constants(self) -> dict[str, str]:
         """stage key -> constant (0.20-0.26)."""
-        return existing_stage_keys(self.serving) if self.profile.era != profiles.ADAPTER else {}
+        return existing_stage_keys(self.serving) if self.profile.point("serving.constant") else {}
 
     @cached_property
     def union_members(self) -> set[str]:
@@ -303,30 +301,30 @@ class TreeIndex:
 
     @cached_property
     def adapters(self):
-        if not self.profile.has_adapters:
+        if not self.profile.point("adapter"):
             return None
-        sources = read_adapter_sources(self.root / profiles.ADAPTERS)
+        sources = read_adapter_sources(self.root / layout.ADAPTERS)
         for rel, text in self.sources.items():
-            if rel.startswith(profiles.ADAPTERS + "/") and rel.endswith(".py"):
+            if rel.startswith(layout.ADAPTERS + "/") and rel.endswith(".py"):
                 sources[Path(rel).stem] = text
         return compile_adapter_registry(sources)
 
     @cached_property
     def adapter_import_tuple(self) -> list[str]:
         return (
-            tuple_names(self.text(profiles.ADAPTERS_INIT), profiles.ADAPTERS_MODULE)
-            if self.profile.has_adapters
+            tuple_names(self.text(layout.ADAPTERS_INIT), layout.ADAPTERS_MODULE)
+            if self.profile.point("adapter")
             else []
         )
 
     def detect(self, model_stage: str | None, model_arch: str | None) -> str | None:
         """The tree's own answer: which model type serves a stage with this key / architecture."""
-        if self.profile.era == profiles.ADAPTER:
+        if self.profile.point("adapter.detect"):
             return self.adapters.detect(model_stage, model_arch)
         return self._serving_detector(model_stage, model_arch)
 
     def served_stage_keys(self) -> set[str]:
-        if self.profile.era == profiles.ADAPTER:
+        if self.profile.point("adapter.detect"):
             return set(self.adapters.all_stage_keys())
         return set(self.stage_constants)
 
@@ -358,9 +356,9 @@ class TreeIndex:
 
     @cached_property
     def _served_types(self) -> tuple[str, ...]:
-        if self.profile.era == profiles.ADAPTER:
+        if self.profile.point("adapter.detect"):
             return tuple(sorted(self.adapters.adapters))
-        from omnitts.scaffold.detection import known_detections
+        from omnitts.knowledge.detection import known_detections
 
         types = set(known_detections(self.serving).values())
         types |= {t for arch in self.arch_constants if (t := self.detect(None, arch)) is not None}
@@ -370,7 +368,7 @@ class TreeIndex:
     def arch_constants(self) -> dict[str, str]:
         """architecture -> constant, for `_X_MODEL_ARCHS = {...}` sets (models found by architecture, 0.24-0.26)."""
         out: dict[str, str] = {}
-        if self.profile.era == profiles.ADAPTER:
+        if self.profile.point("adapter.detect"):
             return out
         for node in self.serving_tree.body:
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Set):

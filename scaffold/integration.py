@@ -11,7 +11,8 @@ from __future__ import annotations
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-from omnitts.scaffold import profiles
+from omnitts.knowledge import layout
+from omnitts.knowledge.eras import Integration, LayoutProfile, PatchSpec
 from omnitts.scaffold.codemods.base import run_codemod
 from omnitts.scaffold.codemods.hf_config import RegisterHfConfig, UnregisterHfConfig
 from omnitts.scaffold.codemods.imports import AddImportAlias, AddModuleImport, RemoveImportAlias, RemoveModuleImport
@@ -24,23 +25,28 @@ from omnitts.scaffold.codemods.serving import (
 )
 from omnitts.scaffold.naming import ModelNames
 from omnitts.scaffold.plan import read_for_patch
-from omnitts.scaffold.profiles import LayoutProfile
 
+__all__ = ["Integration", "Patch", "from_names", "inverse_patches", "shared_file_patches"]
 
-@dataclass(frozen=True)
-class Integration:
-    """Every shared-file entry of one model (all tuples, so that it pickles into worker processes)."""
-
-    name: str  # package folder, module stem of the adapter / stage processor, method names
-    camel: str
-    upper: str
-    model_type: str  # serving type = adapter name (the detected string)
-    stage_keys: tuple[str, ...]  # entry stage key(s) serving detects
-    registry: tuple[tuple[str, str, str, str], ...] = ()  # (arch, folder, module, class)
-    pipelines: tuple[tuple[str, str, str], ...] = ()  # (pipeline key, module, VAR)
-    hf_configs: tuple[tuple[str, str, str], ...] = ()  # (model_type, module, Config class)
-    adapter_module: str | None = None  # tts_adapters/<module>.py, listed in the import tuple
-    voice_cloning: bool = False
+# The codemods that carry out the patches an era names (knowledge/eras/ says which apply, and in which order).
+CODEMODS = {
+    cls.__name__: cls
+    for cls in (
+        AddDictTupleEntry,
+        AddDictNameEntry,
+        RemoveDictEntry,
+        AddModuleImport,
+        RemoveModuleImport,
+        AddImportAlias,
+        RemoveImportAlias,
+        RegisterHfConfig,
+        UnregisterHfConfig,
+        FivePointServing,
+        RemoveFivePointServing,
+        HybridServing,
+        RemoveHybridServing,
+    )
+}
 
 
 def from_names(names: ModelNames, profile: LayoutProfile, *, voice_cloning: bool = False) -> Integration:
@@ -59,7 +65,7 @@ def from_names(names: ModelNames, profile: LayoutProfile, *, voice_cloning: bool
                 names.config_class,
             ),
         ),
-        adapter_module=names.name if profile.has_adapters else None,
+        adapter_module=profile.era.adapter_module(names.name),
         voice_cloning=voice_cloning,
     )
 
@@ -76,117 +82,22 @@ class Patch:
         return run_codemod(self.command, source, self.rel, **dict(self.kwargs))
 
 
-def _serving_kwargs(integ: Integration) -> tuple:
-    return (
-        ("name", integ.name),
-        ("camel", integ.camel),
-        ("upper", integ.upper),
-        ("model_type", integ.model_type),
-        ("stage_keys", integ.stage_keys),
-        ("voice_cloning", integ.voice_cloning),
-    )
+def _forward(spec: PatchSpec) -> Patch:
+    return Patch(spec.rel, CODEMODS[spec.codemod], spec.kwargs)
+
+
+def _inverse(spec: PatchSpec) -> Patch:
+    return Patch(spec.rel, CODEMODS[spec.inverse], spec.inverse_kwargs)
 
 
 def shared_file_patches(profile: LayoutProfile, integ: Integration) -> list[Patch]:
     """The era's patches of shared files, in the order they are applied."""
-    patches = [
-        Patch(
-            profiles.REGISTRY,
-            AddDictTupleEntry,
-            (("dict_name", "_OMNI_MODELS"), ("key", arch), ("values", (folder, module, cls)), ("what", "architecture")),
-        )
-        for arch, folder, module, cls in integ.registry
-    ]
-    for key, module, var in integ.pipelines:
-        if profile.pipeline_registry == "_OMNI_PIPELINES":
-            patches.append(
-                Patch(
-                    profiles.PIPELINE_REGISTRY,
-                    AddDictTupleEntry,
-                    (("dict_name", "_OMNI_PIPELINES"), ("key", key), ("values", (module, var)), ("what", "pipeline")),
-                )
-            )
-        else:
-            patches.append(Patch(profiles.PIPELINE_REGISTRY, AddModuleImport, (("module", module), ("name", var))))
-            patches.append(
-                Patch(
-                    profiles.PIPELINE_REGISTRY,
-                    AddDictNameEntry,
-                    (("dict_name", "OMNI_PIPELINES"), ("key", key), ("value", var), ("what", "pipeline")),
-                )
-            )
-    for model_type, module, cls in integ.hf_configs:
-        patches.append(
-            Patch(
-                profiles.HF_CONFIGS,
-                RegisterHfConfig,
-                (("model_type", model_type), ("module", module), ("class_name", cls)),
-            )
-        )
-    if profile.era == profiles.FIVE_POINT:
-        patches.append(Patch(profiles.SERVING, FivePointServing, _serving_kwargs(integ)))
-    elif profile.era == profiles.HYBRID:
-        patches.append(Patch(profiles.SERVING, HybridServing, _serving_kwargs(integ)))
-    if profile.has_adapters and integ.adapter_module:
-        patches.append(
-            Patch(
-                profiles.ADAPTERS_INIT,
-                AddImportAlias,
-                (("module", profiles.ADAPTERS_MODULE), ("name", integ.adapter_module)),
-            )
-        )
-    return patches
+    return [_forward(spec) for spec in profile.era.patches(integ)]
 
 
 def inverse_patches(profile: LayoutProfile, integ: Integration) -> list[Patch]:
     """The exact inverses of `shared_file_patches`, in reverse order."""
-    patches = [
-        Patch(
-            profiles.REGISTRY,
-            RemoveDictEntry,
-            (("dict_name", "_OMNI_MODELS"), ("key", arch), ("value", (folder, module, cls))),
-        )
-        for arch, folder, module, cls in integ.registry
-    ]
-    for key, module, var in integ.pipelines:
-        if profile.pipeline_registry == "_OMNI_PIPELINES":
-            patches.append(
-                Patch(
-                    profiles.PIPELINE_REGISTRY,
-                    RemoveDictEntry,
-                    (("dict_name", "_OMNI_PIPELINES"), ("key", key), ("value", (module, var))),
-                )
-            )
-        else:
-            patches.append(
-                Patch(
-                    profiles.PIPELINE_REGISTRY,
-                    RemoveDictEntry,
-                    (("dict_name", "OMNI_PIPELINES"), ("key", key), ("value", var)),
-                )
-            )
-            patches.append(Patch(profiles.PIPELINE_REGISTRY, RemoveModuleImport, (("module", module), ("name", var))))
-    for model_type, module, cls in integ.hf_configs:
-        patches.append(
-            Patch(
-                profiles.HF_CONFIGS,
-                UnregisterHfConfig,
-                (("model_type", model_type), ("module", module), ("class_name", cls)),
-            )
-        )
-    if profile.era == profiles.FIVE_POINT:
-        patches.append(Patch(profiles.SERVING, RemoveFivePointServing, _serving_kwargs(integ)))
-    elif profile.era == profiles.HYBRID:
-        patches.append(Patch(profiles.SERVING, RemoveHybridServing, _serving_kwargs(integ)))
-    if profile.has_adapters and integ.adapter_module:
-        patches.append(
-            Patch(
-                profiles.ADAPTERS_INIT,
-                RemoveImportAlias,
-                (("module", profiles.ADAPTERS_MODULE), ("name", integ.adapter_module)),
-            )
-        )
-    return list(reversed(patches))
+    return [_inverse(spec) for spec in reversed(profile.era.patches(integ))]
 
 
 def _run_file_patches(args: tuple[list[Patch], str]) -> str:
@@ -221,7 +132,7 @@ class PatchRun:
         self.jobs = sorted(jobs, key=lambda j: -len(j[1]))
         # Only serving_speech.py (five-point / hybrid eras) is worth a worker process; the other files
         # take tens of milliseconds, less than starting one.
-        slow = any(patches[0].rel == profiles.SERVING for patches, _ in self.jobs)
+        slow = any(patches[0].rel == layout.SERVING for patches, _ in self.jobs)
         self.pool = ProcessPoolExecutor(max_workers=2) if parallel and slow and len(self.jobs) > 1 else None
         self.pending = [self.pool.submit(_run_file_patches, job) for job in self.jobs] if self.pool else None
 

@@ -27,16 +27,17 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from omnitts.scaffold import hub_readme, profiles
+from omnitts.knowledge import layout
+from omnitts.knowledge.eras import LayoutProfile
+from omnitts.scaffold import hub_readme
 from omnitts.scaffold.check import deploy_candidates, model_views
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.formatting import format_python
 from omnitts.scaffold.index import TreeIndex
 from omnitts.scaffold.integration import Integration, run_patches, shared_file_patches
-from omnitts.scaffold.naming import camel_case, check_identifier
+from omnitts.scaffold.naming import camel_case, check_identifier, check_name_in_tree
 from omnitts.scaffold.new import adapter_stage_key_owners, add_generated
 from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
-from omnitts.scaffold.profiles import LayoutProfile
 from omnitts.scaffold.remove import CONFIGS, owned_files
 
 TEXT_SUFFIXES = {".py", ".yaml", ".yml", ".md", ".sh", ".json", ".txt", ".toml", ".cfg", ".jinja", ".j2"}
@@ -135,7 +136,7 @@ def _source(index: TreeIndex, like: str) -> Source:
     aliases = (view.model_type, *keys)
     files = owned_files(index, folder, deploy, aliases)
     if adapter_module and adapter_module != folder:
-        files.append(f"{profiles.ADAPTERS}/{adapter_module}.py")
+        files.append(f"{layout.ADAPTERS}/{adapter_module}.py")
     hf_configs = tuple(
         (mt, mod, cls)
         for mt, (cls, mod) in index.hf_configs.items()
@@ -235,6 +236,7 @@ def plan_like(
     model_type = check_identifier(model_type or name, "model type")
     if stage_key is not None:
         check_identifier(stage_key, "stage key")
+    check_name_in_tree(profile.root, name)
     index = TreeIndex(profile)
     src = _source(index, like)
     if src.folder == name:
@@ -255,8 +257,8 @@ def plan_like(
             continue
         if path.suffix not in TEXT_SUFFIXES:
             notices.append(f"{rel} has no known text suffix; copied and renamed as text")
-        adapter_rel = f"{profiles.ADAPTERS}/{src.adapter_module}.py"
-        new_rel = f"{profiles.ADAPTERS}/{name}.py" if rel == adapter_rel else rename(rel)
+        adapter_rel = f"{layout.ADAPTERS}/{src.adapter_module}.py"
+        new_rel = f"{layout.ADAPTERS}/{name}.py" if rel == adapter_rel else rename(rel)
         if new_rel == rel:
             raise ScaffoldError(f"--like {like}: {rel} keeps its path after renaming; cannot copy it")
         new_text = rename(text)
@@ -266,7 +268,7 @@ def plan_like(
             new_text = _prune_adapters(new_text, model_type, new_rel)
         files[new_rel] = new_text
     taken = [rel for rel in files if (profile.root / rel).exists()]
-    pkg = f"{profiles.MODELS}/{name}/pipeline.py"
+    pkg = f"{layout.MODELS}/{name}/pipeline.py"
     if taken and not (profile.root / pkg).is_file():
         raise ScaffoldError(f"{taken[0]} already exists; the model name is taken")
 
@@ -277,7 +279,7 @@ def plan_like(
     names = ModelNames(name, "two-stage", model_type, new_stage, arch)
     if adapter_stage_key_owners(profile, names, None):
         raise ScaffoldError(f"stage key {new_stage!r} is already served; choose --stage-key")
-    if profile.era in (profiles.FIVE_POINT, profiles.HYBRID):
+    if profile.serving_points:
         from omnitts.scaffold.codemods.serving import existing_stage_keys, stage_constant_name
 
         owner = existing_stage_keys(index.serving).get(new_stage)
@@ -315,7 +317,7 @@ def plan_like(
     for rel, old, new in run_patches(profile, shared_file_patches(profile, integ), parallel=parallel):
         plan.add(FileOp(rel, new, old=old, reason="patched"))
     _copy_hub_sections(plan, profile, src, rename)
-    if profile.era == profiles.FIVE_POINT:
+    if profile.point("serving.build"):  # request handling inline in serving_speech.py
         plan.notices.append(
             f"five-point era: {src.model_type}'s request handling is inline in serving_speech.py; {name} is wired"
             f" through the generated _validate_{name}_request / _build_{name}_params,"
@@ -325,7 +327,7 @@ def plan_like(
 
 
 def _copy_hub_sections(plan: Plan, profile: LayoutProfile, src: Source, rename: Renamer) -> None:
-    for rel in (profiles.OFFLINE_HUB, profiles.ONLINE_HUB):
+    for rel in (layout.OFFLINE_HUB, layout.ONLINE_HUB):
         path = profile.root / rel
         if not path.is_file():
             continue

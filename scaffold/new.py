@@ -11,17 +11,18 @@ from pathlib import Path
 
 from jinja2 import Environment, StrictUndefined
 
-from omnitts.scaffold import hub_readme, profiles
+from omnitts.knowledge import layout
+from omnitts.knowledge.detection import AdapterRegistry, compile_adapter_registry, read_adapter_sources
+from omnitts.knowledge.eras import LayoutProfile
+from omnitts.scaffold import hub_readme
 from omnitts.scaffold.codemods.pipeline_file import add_deploy_config_name
 from omnitts.scaffold.codemods.serving import existing_stage_keys
-from omnitts.scaffold.detection import AdapterRegistry, compile_adapter_registry, read_adapter_sources
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.formatting import format_python
 from omnitts.scaffold.integration import Patch, PatchRun, from_names, patch_jobs
 from omnitts.scaffold.integration import shared_file_patches as _integration_patches
-from omnitts.scaffold.naming import ModelNames, template_context
+from omnitts.scaffold.naming import ModelNames, check_name_in_tree, template_context
 from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
-from omnitts.scaffold.profiles import LayoutProfile
 from omnitts.scaffold.render import render_pattern, render_shared, templates_root
 
 PATTERN_STAGES = {
@@ -73,7 +74,7 @@ def adapter_file(
         voice_cloning=voice_cloning,
         ref_audio_cache_key=profile.ref_audio_cache_key,
     )
-    return f"{profiles.ADAPTERS}/{names.name}.py", text
+    return f"{layout.ADAPTERS}/{names.name}.py", text
 
 
 def adapter_stage_key_owners(
@@ -85,9 +86,9 @@ def adapter_stage_key_owners(
     `latent_generator` key: the first detector whose stage keys match wins. Sharing a key is only
     sound when the new adapter is tried first and matches by architecture alone.
     """
-    if not profile.adapter_detection:
+    if not profile.point("adapter.detect"):
         return []
-    registry = registry or compile_adapter_registry(read_adapter_sources(profile.root / profiles.ADAPTERS))
+    registry = registry or compile_adapter_registry(read_adapter_sources(profile.root / layout.ADAPTERS))
     owners = [a for a in registry.owners(names.stage_key) if a.name != names.model_type]
     if not owners:
         return []
@@ -115,8 +116,8 @@ def _refuse_adapter_conflicts(profile: LayoutProfile, names: ModelNames, registr
             f"model type {names.model_type!r} already names the adapter {owner.class_name}"
             f" (tts_adapters/{owner.module}.py); choose --model-type"
         )
-    if profile.era == profiles.HYBRID:
-        serving = read_for_patch(profile.root, profiles.SERVING)
+    if profile.point("serving.constant"):  # adapters beside serving_speech.py's own detection
+        serving = read_for_patch(profile.root, layout.SERVING)
         owner_constant = existing_stage_keys(serving).get(names.stage_key)
         mine = f"_{names.upper}_TTS_MODEL_STAGES"
         if owner_constant is not None and owner_constant != mine:
@@ -136,13 +137,15 @@ def plan_new(
 ) -> Plan:
     root = profile.root
     plan = Plan(root)
-    ctx = template_context(names, request_id_keys=profile.request_id_keys)
+    ctx = template_context(
+        names, request_id_keys=profile.request_id_keys, flat_request_output=profile.flat_request_output
+    )
     _refuse_taken_names(profile, names)
     registry = (
-        compile_adapter_registry(read_adapter_sources(root / profiles.ADAPTERS)) if profile.has_adapters else None
+        compile_adapter_registry(read_adapter_sources(root / layout.ADAPTERS)) if profile.point("adapter") else None
     )
     shared_with = adapter_stage_key_owners(profile, names, detect_priority, registry)
-    if detect_priority is not None and not profile.adapter_detection:
+    if detect_priority is not None and not profile.point("adapter.detect"):
         raise ScaffoldError(f"--detect-priority needs the adapter-only era (0.28+); this tree is the {profile.era} era")
 
     _refuse_adapter_conflicts(profile, names, registry)
@@ -154,10 +157,10 @@ def plan_new(
     try:
         files = {f"vllm_omni/model_executor/{rel}": text for rel, text in render_pattern(names.pattern, ctx).items()}
         files.update(render_shared(ctx))
-        pipeline_rel = f"{profiles.MODELS}/{names.name}/pipeline.py"
+        pipeline_rel = f"{layout.MODELS}/{names.name}/pipeline.py"
         if profile.deploy_name_field and pipeline_rel in files:
             files[pipeline_rel] = add_deploy_config_name(files[pipeline_rel], f"{names.model_type}.yaml", pipeline_rel)
-        if profile.has_adapters:
+        if profile.point("adapter"):
             rel, text = adapter_file(
                 profile,
                 names,
@@ -219,13 +222,13 @@ def hub_snippets(names: ModelNames, ctx: dict[str, str]) -> dict:
 def _hub_edits(names: ModelNames, ctx: dict[str, str]):
     common = hub_snippets(names, ctx)
     yield (
-        profiles.OFFLINE_HUB,
+        layout.OFFLINE_HUB,
         names.camel,
         _snippet("offline_row.md.j2", **common),
         _snippet("offline_section.md.j2", **common),
     )
     yield (
-        profiles.ONLINE_HUB,
+        layout.ONLINE_HUB,
         names.camel,
         _snippet("online_row.md.j2", **common),
         _snippet("online_section.md.j2", **common),
@@ -234,17 +237,18 @@ def _hub_edits(names: ModelNames, ctx: dict[str, str]):
 
 def _refuse_taken_names(profile: LayoutProfile, names: ModelNames) -> None:
     """Refuse names another model owns; our own earlier run of the same `new` is not a conflict."""
-    pkg = profile.root / profiles.MODELS / names.name
+    check_name_in_tree(profile.root, names.name)
+    pkg = profile.root / layout.MODELS / names.name
     marker = pkg / "pipeline.py"
     if pkg.exists() and not marker.exists():
-        raise ScaffoldError(f"{profiles.MODELS}/{names.name}/ already exists; the model name is taken")
-    deploy = profile.root / profiles.DEPLOY / f"{names.model_type}.yaml"
+        raise ScaffoldError(f"{layout.MODELS}/{names.name}/ already exists; the model name is taken")
+    deploy = profile.root / layout.DEPLOY / f"{names.model_type}.yaml"
     if deploy.exists() and not marker.exists():
-        raise ScaffoldError(f"{profiles.DEPLOY}/{names.model_type}.yaml already exists; the model type is taken")
-    if profile.has_adapters:
-        adapter = profile.root / profiles.ADAPTERS / f"{names.name}.py"
+        raise ScaffoldError(f"{layout.DEPLOY}/{names.model_type}.yaml already exists; the model type is taken")
+    if profile.point("adapter"):
+        adapter = profile.root / layout.ADAPTERS / f"{names.name}.py"
         if adapter.exists() and not marker.exists():
-            raise ScaffoldError(f"{profiles.ADAPTERS}/{names.name}.py already exists; the model name is taken")
+            raise ScaffoldError(f"{layout.ADAPTERS}/{names.name}.py already exists; the model name is taken")
 
 
 def _run_file_patches(args: tuple[list[Patch], str]) -> str:  # kept for benchmarks/scaffold_latency.py
@@ -257,7 +261,7 @@ def next_steps(root: Path, name: str, plan: Plan, *, committed: bool = False, li
     """What the contributor does after `new`: the files that hold the tiny model (to replace with the real
     one), the configs to tune, and the commands that prove the port (docs/tutorial.md walks through them)."""
     created = sorted(op.rel for op in plan.changes if op.old is None)
-    model_dir = f"{profiles.MODELS}/{name}/"
+    model_dir = f"{layout.MODELS}/{name}/"
     model = [r for r in created if r.startswith(model_dir) and Path(r).name not in ("__init__.py", "pipeline.py")]
     configs = [r for r in created if r.startswith(("vllm_omni/deploy/", "vllm_omni/model_executor/stage_configs/"))]
     glue = [r for r in created if "/stage_input_processors/" in r or "/tts_adapters/" in r]

@@ -9,17 +9,18 @@ model) is refused when anything outside what `remove` deletes still refers to it
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
-from omnitts.scaffold import profiles
+from omnitts.knowledge import layout
+from omnitts.knowledge.eras import LayoutProfile
 from omnitts.scaffold.codemods.serving import stage_constant_name
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.index import TreeIndex
 from omnitts.scaffold.integration import Integration, inverse_patches, run_patches
 from omnitts.scaffold.naming import camel_case, check_identifier
 from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
-from omnitts.scaffold.profiles import LayoutProfile
 
 CONFIGS = "vllm_omni/transformers_utils/configs"
 
@@ -40,8 +41,8 @@ def owned_files(index: TreeIndex, name: str, deploy_files: list[str], aliases: t
     its pipeline keys: Ming-flash-omni-TTS keeps its examples under ming_flash_omni_tts/).
     """
     root = index.root
-    files = _files_under(root, f"{profiles.MODELS}/{name}")
-    for rel in (f"{profiles.PROCESSORS}/{name}.py", f"{profiles.ADAPTERS}/{name}.py", f"{CONFIGS}/{name}.py"):
+    files = _files_under(root, f"{layout.MODELS}/{name}")
+    for rel in (f"{layout.PROCESSORS}/{name}.py", f"{layout.ADAPTERS}/{name}.py", f"{CONFIGS}/{name}.py"):
         if (root / rel).is_file():
             files.append(rel)
     files += [d for d in deploy_files if (root / d).is_file()]
@@ -51,7 +52,7 @@ def owned_files(index: TreeIndex, name: str, deploy_files: list[str], aliases: t
             files += _files_under(root, f"examples/{kind}/text_to_speech/{n}")
     tests = root / "tests"
     if tests.is_dir():
-        models = root / profiles.MODELS
+        models = root / layout.MODELS
         others = {p.name for p in models.iterdir() if p.is_dir() and p.name not in names}
         for n in names:
             for d in sorted(tests.rglob(n)):
@@ -68,8 +69,8 @@ def owned_files(index: TreeIndex, name: str, deploy_files: list[str], aliases: t
 def integration_from_tree(index: TreeIndex, name: str) -> tuple[Integration, list[str]]:
     """What `new` (or `--like`) added for model `name`, read back from the tree; and its files."""
     profile = index.profile
-    if not (index.root / profiles.MODELS / name).is_dir():
-        raise ScaffoldError(f"no model folder {profiles.MODELS}/{name}/ in {index.root}; nothing to remove")
+    if not (index.root / layout.MODELS / name).is_dir():
+        raise ScaffoldError(f"no model folder {layout.MODELS}/{name}/ in {index.root}; nothing to remove")
     registry = tuple((arch, *entry) for arch, entry in index.registry.items() if entry and entry[0] == name)
     pipeline_module = f"vllm_omni.model_executor.models.{name}.pipeline"
     pipelines = tuple(
@@ -86,14 +87,14 @@ def integration_from_tree(index: TreeIndex, name: str) -> tuple[Integration, lis
     upper = name.upper()
     model_type, stage_keys = None, ()
     adapter_module = None
-    if profile.has_adapters:
+    if profile.point("adapter"):
         in_tuple = name in index.adapter_import_tuple
-        if in_tuple or (index.root / profiles.ADAPTERS / f"{name}.py").is_file():
+        if in_tuple or (index.root / layout.ADAPTERS / f"{name}.py").is_file():
             adapter_module = name
         owned = [a for a in index.adapters.adapters.values() if a.module == name]
         if owned:
             model_type, stage_keys = owned[0].name, tuple(sorted(owned[0].stage_keys))
-    if profile.era in (profiles.FIVE_POINT, profiles.HYBRID):
+    if profile.serving_points:
         constant = stage_constant_name(upper)
         keys = sorted(k for k, c in index.stage_constants.items() if c == constant)
         if keys:
@@ -131,7 +132,7 @@ def _identifiers(integ: Integration, deleted: set[str]) -> list[tuple[str, re.Pa
     return pats
 
 
-SHARED = (profiles.REGISTRY, profiles.PIPELINE_REGISTRY, profiles.HF_CONFIGS, profiles.SERVING, profiles.ADAPTERS_INIT)
+SHARED = (layout.REGISTRY, layout.PIPELINE_REGISTRY, layout.HF_CONFIGS, layout.SERVING, layout.ADAPTERS_INIT)
 
 
 def _refuse_leftovers(
@@ -155,25 +156,29 @@ def _refuse_leftovers(
                 )
 
 
-def plan_remove(profile: LayoutProfile, name: str, *, parallel: bool = True) -> Plan:
+def plan_remove(profile: LayoutProfile, name: str, *, parallel: bool = True, force: bool = False) -> Plan:
+    """Remove what `new` created for `name`. `force` skips the shape checks (`_refuse_unscaffolded`); the
+    leftovers check always runs, so a package the tree still uses is never removed."""
     check_identifier(name, "model name")
     index = TreeIndex(profile)
     integ, files = integration_from_tree(index, name)
+    if not force:
+        _refuse_unscaffolded(index, integ)
     plan = Plan(profile.root)
     for rel in files:
-        plan.add(
-            FileOp(
-                rel,
-                None,
-                old=read_for_patch(profile.root, rel)
+        try:
+            old = (
+                read_for_patch(profile.root, rel)
                 if rel.endswith(".py")
-                else (profile.root / rel).read_text(encoding="utf-8"),
-                reason="deleted",
+                else (profile.root / rel).read_text(encoding="utf-8")
             )
-        )
+        except UnicodeDecodeError:
+            raise ScaffoldError(f"{rel} is not UTF-8 text, which new never writes; remove refuses it") from None
+        plan.add(FileOp(rel, None, old=old, reason="deleted"))
     results = run_patches(profile, inverse_patches(profile, integ), parallel=parallel)
     new_shared = {rel: new for rel, _, new in results}
     _refuse_leftovers(profile, integ, new_shared, set(files))
+    _refuse_tree_references(profile, integ, new_shared, set(files))
     for rel, old, new in results:
         plan.add(FileOp(rel, new, old=old, reason="patch reversed"))
     _remove_hub_edits(plan, profile, integ)
@@ -183,7 +188,7 @@ def plan_remove(profile: LayoutProfile, name: str, *, parallel: bool = True) -> 
 def _remove_hub_edits(plan: Plan, profile: LayoutProfile, integ: Integration) -> None:
     from omnitts.scaffold import hub_readme
 
-    for rel in (profiles.OFFLINE_HUB, profiles.ONLINE_HUB):
+    for rel in (layout.OFFLINE_HUB, layout.ONLINE_HUB):
         path = profile.root / rel
         if not path.is_file():
             continue
@@ -191,3 +196,139 @@ def _remove_hub_edits(plan: Plan, profile: LayoutProfile, integ: Integration) ->
         title = hub_readme.section_title_of(old, integ.name)
         new = hub_readme.remove_section(hub_readme.remove_table_row(old, title, rel), title, rel)
         plan.add(FileOp(rel, new, old=old, reason="hub README"))
+
+
+# -- what `new` can have created -------------------------------------------------------------------------
+
+OVERRIDE = "--force removes it anyway when nothing else in the tree refers to it"
+
+
+def _model_files(root: Path, name: str) -> set[str]:
+    base = root / layout.MODELS / name
+    return {p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+
+
+def scaffold_shapes(name: str) -> dict[str, set[str]]:
+    """Pattern -> the files `new --pattern` writes into `models/<name>/` (read from the templates' paths)."""
+    from omnitts.scaffold.naming import PATTERNS
+    from omnitts.scaffold.render import templates_root
+
+    placeholder = "{{cookiecutter.name}}"
+    shared = templates_root() / "shared" / placeholder / layout.MODELS / placeholder
+    shapes = {}
+    for pattern in PATTERNS:
+        folder = templates_root() / "patterns" / pattern / placeholder / "models" / placeholder
+        files = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+        files |= {p.relative_to(shared).as_posix() for p in shared.rglob("*") if p.is_file()}
+        shapes[pattern] = {f.replace(placeholder, name) for f in files}
+    return shapes
+
+
+def _like_shaped(root: Path, name: str, files: set[str]) -> str | None:
+    """The in-tree model whose folder, renamed, has exactly these files (what `new --like` copied), if any."""
+    from omnitts.scaffold.like import Renamer
+
+    for other in sorted(p.name for p in (root / layout.MODELS).iterdir() if p.is_dir()):
+        if other == name or not (root / layout.MODELS / other / "pipeline.py").is_file():
+            continue
+        rename = Renamer(((other, name),))
+        if {rename(f) for f in _model_files(root, other)} == files:
+            return other
+    return None
+
+
+def _refuse_unscaffolded(index: TreeIndex, integ: Integration) -> None:
+    """Refuse a folder `new` cannot have created: a shared package, an upstream model, a model grown by hand.
+
+    `new` (and `--like`) always write `pipeline.py`, a registry entry and a pipeline-registry entry that
+    point into the folder, and exactly the files of a pattern (or of the copied model); anything else
+    was written by someone else, and deleting it would lose their work."""
+    root, name, folder = index.root, integ.name, f"{layout.MODELS}/{integ.name}/"
+    if not (root / folder / "pipeline.py").is_file():
+        raise ScaffoldError(
+            f"{folder} has no pipeline.py: it is a shared package or a model omnitts-scaffold new did not create;"
+            f" remove refuses it ({OVERRIDE})"
+        )
+    missing = [
+        what for what, points in (("registry", integ.registry), ("pipeline registry", integ.pipelines)) if not points
+    ]
+    if missing:
+        raise ScaffoldError(
+            f"{folder} has no {' or '.join(missing)} entry of its own, which new always writes: not a model"
+            f" omnitts-scaffold new created; remove refuses it ({OVERRIDE})"
+        )
+    files = _model_files(root, name)
+    shapes = scaffold_shapes(name)
+    if any(files == shape for shape in shapes.values()) or _like_shaped(root, name, files):
+        return
+    closest = min(shapes.values(), key=lambda shape: len(shape ^ files))
+    extra, missing_files = sorted(files - closest), sorted(closest - files)
+    detail = f"files new does not write: {', '.join(extra[:3])}" if extra else ""
+    detail += ("; " if extra and missing_files else "") + (
+        f"missing: {', '.join(missing_files[:3])}" if missing_files else ""
+    )
+    raise ScaffoldError(
+        f"{folder} does not have the files of a scaffolded model ({detail}): an upstream model or one grown by"
+        f" hand; remove refuses it ({OVERRIDE})"
+    )
+
+
+TEXT_SUFFIXES = {".py", ".pyi", ".yaml", ".yml", ".md", ".sh", ".json", ".toml", ".cfg", ".ini", ".txt", ".rst"}
+_SKIP_DIRS = {".git", "__pycache__", ".omnitts-journal", "node_modules", ".venv"}
+
+
+def _tree_patterns(integ: Integration) -> re.Pattern:
+    name = re.escape(integ.name)
+    alternatives = [
+        rf"(?P<module>\bmodels[./]{name}\b)",
+        rf"(?P<adapter>\btts_adapters[./]{name}\b)",
+        rf"(?P<type>[\"']{re.escape(integ.model_type)}[\"'])",
+        rf"(?P<constant>\b{re.escape(stage_constant_name(integ.upper))}\b)",
+    ]
+    alternatives += [rf"(?P<arch{i}>\b{re.escape(arch)}\b)" for i, (arch, *_) in enumerate(integ.registry)]
+    return re.compile("|".join(alternatives))
+
+
+def _refuse_tree_references(
+    profile: LayoutProfile, integ: Integration, new_shared: dict[str, str], deleted: set[str]
+) -> None:
+    """Anything in the whole tree (imports, tests, docs, configs) that still names the model after removal:
+    the folder is shared or wired by hand, and removing it would break what names it. Refuse, change nothing."""
+    root = profile.root
+    pattern = _tree_patterns(integ)
+    sibling_import = re.compile(
+        rf"^\s*from\s+\.+{re.escape(integ.name)}\b|^\s*from\s+\.+\s+import\s+.*\b{re.escape(integ.name)}\b", re.M
+    )
+    first = None
+    for directory, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
+        for filename in sorted(filenames):
+            path = Path(directory) / filename
+            rel = path.relative_to(root).as_posix()
+            if rel in deleted or path.suffix not in TEXT_SUFFIXES:
+                continue
+            text = new_shared.get(rel)
+            if text is None:
+                try:
+                    text = path.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError):
+                    continue
+            match = pattern.search(text)
+            if (match is None or match.lastgroup != "module") and rel.startswith(f"{layout.MODELS}/"):
+                match = sibling_import.search(text) or match
+            if match is None:
+                continue
+            found = (rel, text.count("\n", 0, match.start()) + 1, match.group(0).strip())
+            if match.lastgroup in ("module", None):  # an import (or a path) says the most: report it
+                first = found
+                break
+            first = first or found
+        else:
+            continue
+        break
+    if first:
+        rel, line, what = first
+        raise ScaffoldError(
+            f"{rel}:{line} still refers to {integ.name} ({what}) after removal: the tree uses it (a shared"
+            " package or a model wired by hand); remove only deletes what nothing else names, nothing changed"
+        )

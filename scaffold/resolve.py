@@ -26,18 +26,18 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from omnitts.scaffold import profiles
+from omnitts.knowledge import layout
 from omnitts.scaffold.codemods.slices import natural_key
 from omnitts.scaffold.errors import ScaffoldError
 
 SHARED_FILES = (
-    profiles.REGISTRY,
-    profiles.PIPELINE_REGISTRY,
-    profiles.HF_CONFIGS,
-    profiles.SERVING,
-    profiles.ADAPTERS_INIT,
-    profiles.OFFLINE_HUB,
-    profiles.ONLINE_HUB,
+    layout.REGISTRY,
+    layout.PIPELINE_REGISTRY,
+    layout.HF_CONFIGS,
+    layout.SERVING,
+    layout.ADAPTERS_INIT,
+    layout.OFFLINE_HUB,
+    layout.ONLINE_HUB,
 )
 DRIVER = "omnitts"
 

@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from omnitts.knowledge.releases import cache_lock, cache_root
 from omnitts.scaffold.errors import ScaffoldError
-from omnitts.scaffold.releases import cache_lock, cache_root
 
 
 def pinned_ruff_version(config_root: Path) -> str:

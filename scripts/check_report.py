@@ -15,10 +15,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from omnitts.knowledge.eras import detect_profile
+from omnitts.knowledge.releases import pristine_tree
 from omnitts.scaffold.check import SYMBOL, check_view, tts_candidates
 from omnitts.scaffold.index import TreeIndex
-from omnitts.scaffold.profiles import ERA_TITLES, detect_profile
-from omnitts.scaffold.releases import pristine_tree
 
 RELEASES = ["0.20.0", "0.22.0", "0.24.0", "0.26.0", "0.28.0", "0.30.0"]
 OUT = Path(__file__).resolve().parent.parent / "docs" / "check_report.md"
@@ -167,7 +167,7 @@ def render(releases: list[str] = RELEASES) -> str:
         complete = sum(r.complete for r in served)
         kind = "sdist" if profile.has_sources else "wheel"
         out += [
-            f"## {version} ({ERA_TITLES[profile.era]} era, {kind})",
+            f"## {version} ({profile.era.title} era, {kind})",
             "",
             f"{len(served)} served model types, {complete} complete;"
             f" {len(reports) - len(served)} audio-only pipeline(s) not served.",

@@ -12,7 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("OMNITTS_CACHE", str(REPO / ".cache"))
 
-from omnitts.scaffold import releases  # noqa: E402  (reads OMNITTS_CACHE)
+from omnitts.knowledge import releases  # noqa: E402  (reads OMNITTS_CACHE)
 
 SOURCE_RELEASE = "0.20.0"  # the release the guide was written for; PyPI has its sdist
 

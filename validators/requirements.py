@@ -27,8 +27,8 @@ def installed(module: str) -> bool:
 
 def vllm_hint(omni_root: str | Path | None, release: str | None = None) -> str:
     """'pip install vllm==X' for the tree's release (from the pairing table), with the tree's version named."""
+    from omnitts.knowledge.layout import tree_version
     from omnitts.knowledge.pairing import vllm_requirement
-    from omnitts.validators.runtime.releases import tree_version
 
     release = release or (tree_version(Path(omni_root)) if omni_root else None)
     if release is None:

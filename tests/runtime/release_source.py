@@ -7,7 +7,7 @@ the module-level helpers they use, rebase the class on ``object`` and ``exec`` t
 come from vLLM are bound to stand-ins; names that come from ``vllm_omni`` helper modules
 (``output_modality``, ``mm_outputs``, ``data_entry_keys``...) are imported from the *same* release tree,
 with vLLM stubbed out while they load. Nothing is copied into the repository: the code runs straight
-from the release as fetched from PyPI and extracted into the cache (``omnitts.scaffold.releases``).
+from the release as fetched from PyPI and extracted into the cache (``omnitts.knowledge.releases``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omnitts.scaffold import releases
+from omnitts.knowledge import releases
 
 
 class RequestOutputKind(enum.Enum):  # stand-in for vllm.sampling_params.RequestOutputKind

@@ -10,8 +10,8 @@ import pytest
 import release_source
 import torch
 
+from omnitts.knowledge.runner import KNOWN_RELEASES, consolidation_era
 from omnitts.validators.runtime.consolidation import EraAccumulator, RealStateAdapter
-from omnitts.validators.runtime.releases import KNOWN_RELEASES, consolidation_era
 
 SR = torch.tensor(16000, dtype=torch.int32)
 

@@ -9,8 +9,8 @@ import torch
 import toys
 from torch import nn
 
+from omnitts.knowledge.runner import contract_for
 from omnitts.validators.runtime.harness import ContractError, Engine, ModelError, count_frames
-from omnitts.validators.runtime.releases import profile_for
 from omnitts.validators.runtime.subject import RequestPlan, RuntimeSubject, StageSpec
 
 
@@ -96,7 +96,7 @@ def test_preprocess_receives_the_release_id_key(release, runner, key):
             assert "request_id" not in info and "req_id" not in info
         else:
             assert info[key] in sched and info[key] not in glob  # scheduler id, not the external id
-    prof = profile_for(release, runner)
+    prof = contract_for(release, runner)
     assert all(("_omni_prompt_len" in i) == prof.writes_omni_progress_keys for i in pre)
 
 

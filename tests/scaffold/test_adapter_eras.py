@@ -15,23 +15,23 @@ import subprocess
 import pytest
 import yaml
 
-from omnitts.scaffold import profiles
-from omnitts.scaffold.cli import main
-from omnitts.scaffold.detection import (
+from omnitts.knowledge import layout
+from omnitts.knowledge.detection import (
     compile_adapter_registry,
     compile_detector,
     known_detections,
     read_adapter_sources,
 )
+from omnitts.knowledge.eras import ADAPTER, HYBRID, detect_profile
+from omnitts.scaffold.cli import main
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.naming import PATTERNS
-from omnitts.scaffold.profiles import ADAPTER, HYBRID, detect_profile
 from omnitts.scaffold.tree_ruff import run_tree_ruff
 
 HYBRID_RELEASES = ["0.24.0", "0.26.0"]
 ADAPTER_RELEASES = ["0.28.0", "0.30.0"]
-SERVING = profiles.SERVING
-ADAPTERS_DIR = profiles.ADAPTERS
+SERVING = layout.SERVING
+ADAPTERS_DIR = layout.ADAPTERS
 
 
 def git_snapshot(root):
@@ -107,12 +107,12 @@ def test_new_integrates_cleanly(work_tree, version, pattern, ruff_config_root, c
 
     assert main(["new", name, "--pattern", pattern, "--target", str(root)]) == 0
     state = changed(root)
-    shared = {profiles.REGISTRY, profiles.PIPELINE_REGISTRY, profiles.HF_CONFIGS, profiles.ADAPTERS_INIT}
+    shared = {layout.REGISTRY, layout.PIPELINE_REGISTRY, layout.HF_CONFIGS, layout.ADAPTERS_INIT}
     if profile.era == HYBRID:
         shared.add(SERVING)
     assert {f for f, s in state.items() if s == "M"} == shared
     created = [f for f, s in state.items() if s == "??"]
-    for rel in (f"{ADAPTERS_DIR}/{name}.py", f"{profiles.MODELS}/{name}/pipeline.py", f"{profiles.DEPLOY}/{name}.yaml"):
+    for rel in (f"{ADAPTERS_DIR}/{name}.py", f"{layout.MODELS}/{name}/pipeline.py", f"{layout.DEPLOY}/{name}.yaml"):
         assert rel in created
     for rel in created + sorted(shared):
         text = (root / rel).read_text()
@@ -128,10 +128,10 @@ def test_new_integrates_cleanly(work_tree, version, pattern, ruff_config_root, c
     assert code == 0, output
 
     # The generated model is the same in every era except the request-id keys the profile decides.
-    package = "\n".join((root / f).read_text() for f in created if f.startswith(f"{profiles.MODELS}/{name}/"))
+    package = "\n".join((root / f).read_text() for f in created if f.startswith(f"{layout.MODELS}/{name}/"))
     keys = '("req_id", "request_id")' if version == "0.30.0" else '("request_id",)'
     assert f"_REQUEST_ID_KEYS: tuple[str, ...] = {keys}" in package
-    pipeline = (root / f"{profiles.MODELS}/{name}/pipeline.py").read_text()
+    pipeline = (root / f"{layout.MODELS}/{name}/pipeline.py").read_text()
     assert (f'default_deploy_config_name="{name}.yaml"' in pipeline) is profile.deploy_name_field
 
     # Detection, executed over the patched files: the new key -> the new type, every old key -> its old type.
@@ -279,7 +279,7 @@ def test_dry_run_diff_applies_and_equals_a_real_run(work_tree, hash_tree, capsys
     assert main(["new", "dry_tts", "--pattern", "two-stage", "--target", str(root), "--dry-run"]) == 0
     diff = capsys.readouterr().out
     assert hash_tree(root) == before
-    assert f"+++ b/{ADAPTERS_DIR}/dry_tts.py" in diff and f"+++ b/{profiles.ADAPTERS_INIT}" in diff
+    assert f"+++ b/{ADAPTERS_DIR}/dry_tts.py" in diff and f"+++ b/{layout.ADAPTERS_INIT}" in diff
     subprocess.run(["git", "apply", "-"], cwd=root, input=diff, text=True, check=True)
     applied = hash_tree(root)
     assert main(["new", "dry_tts", "--pattern", "two-stage", "--target", str(root)]) == 0

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from omnitts.scaffold import profiles
+from omnitts.knowledge import layout
+from omnitts.knowledge.eras import ADAPTER, detect_profile
 from omnitts.scaffold.check import INCONSISTENT, MISSING, NA, PRESENT, check_model, check_view, tts_candidates
 from omnitts.scaffold.cli import main
 from omnitts.scaffold.index import TreeIndex
 from omnitts.scaffold.naming import make_names
 from omnitts.scaffold.new import plan_new
-from omnitts.scaffold.profiles import detect_profile
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,9 +60,7 @@ def test_a_scaffolded_model_is_complete(work_tree, version):
     assert report.complete, [(g.point, g.detail) for g in report.gaps]
     expected = {"package", "pipeline", "deploy", "registry", "pipeline_registry", "hf_config", "processor"}
     expected |= (
-        {"serving.constant", "serving.union", "serving.detect"}
-        if profile.era != profiles.ADAPTER
-        else {"adapter.detect"}
+        {"serving.constant", "serving.union", "serving.detect"} if profile.era != ADAPTER else {"adapter.detect"}
     )
     expected |= (
         {"adapter", "adapter_import", "adapter.stage_keys"}
@@ -78,7 +76,7 @@ def test_stage_key_in_the_pipeline_but_not_in_the_adapter_is_inconsistent(work_t
     root = work_tree("0.30.0")
     profile = detect_profile(root)
     plan_new(profile, make_names("drift_tts", "single-stage"), parallel=False).apply()
-    adapter = root / profiles.ADAPTERS / "drift_tts.py"
+    adapter = root / layout.ADAPTERS / "drift_tts.py"
     adapter.write_text(
         adapter.read_text().replace('stage_keys = frozenset({"drift_tts"})', 'stage_keys = frozenset({"drift_v2"})')
     )
@@ -92,7 +90,7 @@ def test_hybrid_serving_constant_dropped_from_the_union_is_inconsistent(work_tre
     root = work_tree("0.24.0")
     profile = detect_profile(root)
     plan_new(profile, make_names("half_tts", "single-stage"), parallel=False).apply()
-    serving = root / profiles.SERVING
+    serving = root / layout.SERVING
     serving.write_text(serving.read_text().replace("    | _HALF_TTS_TTS_MODEL_STAGES\n", ""))
     (report,) = check_model(profile, "half_tts")
     assert report.status("serving.union") == INCONSISTENT

@@ -6,11 +6,11 @@ import textwrap
 
 import pytest
 
+from omnitts.knowledge.detection import compile_detector, known_detections, stage_keys
 from omnitts.scaffold.codemods.base import run_codemod
 from omnitts.scaffold.codemods.hf_config import RegisterHfConfig
 from omnitts.scaffold.codemods.registry import AddDictTupleEntry
 from omnitts.scaffold.codemods.serving_five_point import FivePointServing
-from omnitts.scaffold.detection import compile_detector, known_detections, stage_keys
 from omnitts.scaffold.errors import ScaffoldError
 
 REGISTRY_BEFORE = textwrap.dedent(

@@ -15,22 +15,22 @@ import subprocess
 import pytest
 import yaml
 
-from omnitts.scaffold import profiles
-from omnitts.scaffold.check import check_model
-from omnitts.scaffold.cli import main
-from omnitts.scaffold.detection import (
+from omnitts.knowledge import layout
+from omnitts.knowledge.detection import (
     compile_adapter_registry,
     compile_detector,
     known_detections,
     read_adapter_sources,
 )
+from omnitts.knowledge.eras import ADAPTER, detect_profile
+from omnitts.scaffold.check import check_model
+from omnitts.scaffold.cli import main
 from omnitts.scaffold.like import Renamer, _respell
-from omnitts.scaffold.profiles import ADAPTER, detect_profile
 from omnitts.scaffold.tree_ruff import run_tree_ruff
 
 SOURCES = ["fish_speech", "qwen3_tts", "moss_tts_nano", "voxcpm2"]
-SHARED = {profiles.REGISTRY, profiles.PIPELINE_REGISTRY, profiles.HF_CONFIGS, profiles.SERVING, profiles.ADAPTERS_INIT}
-HUBS = {profiles.OFFLINE_HUB, profiles.ONLINE_HUB}
+SHARED = {layout.REGISTRY, layout.PIPELINE_REGISTRY, layout.HF_CONFIGS, layout.SERVING, layout.ADAPTERS_INIT}
+HUBS = {layout.OFFLINE_HUB, layout.ONLINE_HUB}
 
 
 def git_snapshot(root):
@@ -48,10 +48,10 @@ def changed(root):
 def detections(root, profile):
     """(stage key, arch) -> type over every key the tree serves, run through the tree's own detection."""
     if profile.era == ADAPTER:
-        registry = compile_adapter_registry(read_adapter_sources(root / profiles.ADAPTERS))
+        registry = compile_adapter_registry(read_adapter_sources(root / layout.ADAPTERS))
         pairs = {(k, a) for ad in registry.adapters.values() for k in ad.stage_keys for a in (None, *ad.model_archs)}
         return {pair: registry.detect(*pair) for pair in pairs}, registry.detect
-    source = (root / profiles.SERVING).read_text()
+    source = (root / layout.SERVING).read_text()
     return known_detections(source), compile_detector(source)
 
 
@@ -80,12 +80,12 @@ def test_like_integrates_cleanly(work_tree, hash_tree, ruff_config_root, capsys,
     state = changed(root)
     modified = {f for f, s in state.items() if s == "M"}
     assert modified <= SHARED | HUBS
-    assert {profiles.REGISTRY, profiles.PIPELINE_REGISTRY} <= modified
-    assert (profiles.ADAPTERS_INIT in modified) is profile.has_adapters
-    assert (profiles.SERVING in modified) is (profile.era != ADAPTER)
+    assert {layout.REGISTRY, layout.PIPELINE_REGISTRY} <= modified
+    assert (layout.ADAPTERS_INIT in modified) is profile.has_adapters
+    assert (layout.SERVING in modified) is (profile.era != ADAPTER)
     assert (HUBS <= modified) is profile.has_sources
     created = [f for f, s in state.items() if s == "??"]
-    assert f"{profiles.MODELS}/my_tts/pipeline.py" in created and f"{profiles.DEPLOY}/my_tts.yaml" in created
+    assert f"{layout.MODELS}/my_tts/pipeline.py" in created and f"{layout.DEPLOY}/my_tts.yaml" in created
     assert all(source not in f for f in created), [f for f in created if source in f]
     for rel in created + sorted(modified):
         text = (root / rel).read_text()
@@ -145,11 +145,11 @@ def test_like_with_model_type_and_stage_key(work_tree):
         )
         == 0
     )
-    registry = compile_adapter_registry(read_adapter_sources(root / profiles.ADAPTERS))
+    registry = compile_adapter_registry(read_adapter_sources(root / layout.ADAPTERS))
     assert registry.adapters["vox_copy_tts"].stage_keys == {"vox_gen"}
     assert registry.detect("vox_gen", None) == "vox_copy_tts"
     assert registry.detect("latent_generator", None) == "voxcpm2"
-    pipeline = (root / f"{profiles.MODELS}/vox_copy/pipeline.py").read_text()
+    pipeline = (root / f"{layout.MODELS}/vox_copy/pipeline.py").read_text()
     assert 'model_type="vox_copy_tts"' in pipeline and 'model_stage="vox_gen"' in pipeline
 
 

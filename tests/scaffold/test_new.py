@@ -8,8 +8,8 @@ import subprocess
 import pytest
 import yaml
 
+from omnitts.knowledge.detection import compile_detector, known_detections
 from omnitts.scaffold.cli import main
-from omnitts.scaffold.detection import compile_detector, known_detections
 from omnitts.scaffold.naming import PATTERNS
 from omnitts.scaffold.tree_ruff import run_tree_ruff
 

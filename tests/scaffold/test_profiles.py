@@ -2,14 +2,14 @@
 
 import pytest
 
+from omnitts.knowledge.eras import detect_profile
 from omnitts.scaffold.errors import ScaffoldError
-from omnitts.scaffold.profiles import detect_profile
 
 
 @pytest.mark.parametrize("version", ["0.20.0", "0.22.0"])
 def test_five_point_era_detected(pristine, version):
     profile = detect_profile(pristine(version))
-    assert profile.era == "five-point"
+    assert profile.era.name == "five-point"
     assert profile.version == version
     assert profile.request_id_keys == ("request_id",)
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from omnitts.scaffold import profiles
+from omnitts.knowledge import layout
+from omnitts.knowledge.eras import detect_profile
 from omnitts.scaffold.check import check_model
 from omnitts.scaffold.cli import main
-from omnitts.scaffold.profiles import detect_profile
 from omnitts.scaffold.resolve import SHARED_FILES, merge_texts
 from omnitts.scaffold.tree_ruff import run_tree_ruff
 
@@ -121,9 +121,9 @@ def test_sorted_blocks_stay_sorted_whichever_side_merges(work_tree, hash_tree, o
         git(root, "merge", "--no-edit", "a")
     else:
         git(root, "merge", "--no-edit", "b")
-    init = (root / profiles.ADAPTERS_INIT).read_text()
+    init = (root / layout.ADAPTERS_INIT).read_text()
     assert init.index("    mu_a,\n") < init.index("    mu_b,\n") < init.index("    omnivoice,\n")
-    registry = (root / profiles.PIPELINE_REGISTRY).read_text()
+    registry = (root / layout.PIPELINE_REGISTRY).read_text()
     assert registry.index("models.mu_a.pipeline") < registry.index("models.mu_b.pipeline")
 
 

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from omnitts.knowledge.treefacts import TreeContext, facts_for
 from omnitts.validators.static import changes
 from omnitts.validators.static.cli import main
-from omnitts.validators.static.treefacts import TreeContext, facts_for
 
 V = "0.30.0"
 

@@ -28,6 +28,7 @@ every release tree. :func:`real_state_factory` returns the installed release's o
 
 from __future__ import annotations
 
+import importlib
 import logging
 import re
 from collections.abc import Callable
@@ -35,11 +36,11 @@ from typing import Any
 
 import torch
 
-from omnitts.validators.runtime.releases import consolidation_era
+from omnitts.knowledge.runner import CONSOLIDATION_ERAS, consolidation_era, consolidation_for
 
 log = logging.getLogger(__name__)
 
-ERAS = ("0.14", "0.18", "0.20", "0.24", "0.26", "0.30")
+ERAS = CONSOLIDATION_ERAS
 _META_TENSOR_KEYS = ("sr", "sample_rate", "audio_sample_rate")
 _CHUNK_META_KEYS = frozenset(
     {
@@ -126,6 +127,7 @@ class EraAccumulator:
         if era not in ERAS:
             raise ValueError(f"unknown consolidation era {era!r}; known: {ERAS}")
         self.era = era
+        self.rules = consolidation_for(era)  # what this era does (omnitts.knowledge.runner)
         self.output_kind = output_kind
         self.mm_type: str | None = None
         # eras <= 0.20 keep one flat dict; 0.24+ split tensors / metadata
@@ -137,13 +139,13 @@ class EraAccumulator:
     def add(self, payload: Any, mm_type: str | None) -> None:
         if payload is None:
             return
-        if self.era in ("0.14", "0.18", "0.20"):
+        if not self.rules.split_store:
             self._add_flat(payload, mm_type)
         else:
             self._add_split(payload, mm_type)
 
     def _add_flat(self, payload: Any, mm_type: str | None) -> None:
-        if self.era == "0.20":
+        if self.rules.mm_type_each_step:
             target = (mm_type or "").lower() or "hidden"
         else:
             if mm_type:
@@ -152,7 +154,7 @@ class EraAccumulator:
         if isinstance(payload, dict):
             incoming = {}
             for k, v in _remap(payload, target):
-                if self.era != "0.20" and isinstance(v, dict):
+                if self.rules.copies_nested_dicts and isinstance(v, dict):
                     incoming[k] = {str(sk): _cpu(sv) for sk, sv in v.items()}
                 else:
                     incoming[k] = _cpu(v)
@@ -175,7 +177,7 @@ class EraAccumulator:
             return
         tensors = {k: v for k, v in data.items() if isinstance(v, torch.Tensor)}
         metadata = {k: v for k, v in data.items() if not isinstance(v, torch.Tensor)}
-        if self.era in ("0.26", "0.30"):
+        if self.rules.chunk_meta_replaced:
             for key in data:
                 bare = key.split(".", 1)[1] if key.startswith("meta.") else key
                 if bare in _CHUNK_META_KEYS:
@@ -184,8 +186,8 @@ class EraAccumulator:
         if not self.tensors and not self.metadata:
             self.tensors, self.metadata = tensors, metadata
             return
-        snapshots = {k: data[k] for k in _META_TENSOR_KEYS if k in data} if self.era == "0.30" else {}
-        if self.era == "0.24":
+        snapshots = {k: data[k] for k in _META_TENSOR_KEYS if k in data} if self.rules.sample_rate_snapshots else {}
+        if self.rules.tensors_only_accumulate:
             for k, v in tensors.items():
                 old = self.tensors.get(k)
                 if k not in self.tensors:
@@ -213,18 +215,18 @@ class EraAccumulator:
 
     # -- at finish --------------------------------------------------------------------------------
     def consolidate(self) -> dict[str, Any]:
-        if self.era in ("0.14", "0.18", "0.20"):
+        if not self.rules.split_store:
             return self._consolidate_flat()
         return self._consolidate_split()
 
     def _consolidate_flat(self) -> dict[str, Any]:
         acc = self.flat or {}
-        skip = self.era == "0.20" and self.output_kind == "delta"
+        skip = self.rules.delta_skips_drainable and self.output_kind == "delta"
         for k, v in list(acc.items()):
             if skip and k in _DRAINABLE:
                 continue
             if _is_tensor_list(v):
-                if k == "audio" and self.era != "0.20":
+                if k == "audio" and self.rules.audio_stays_chunks:
                     continue
                 try:
                     if k == "audio":
@@ -232,7 +234,7 @@ class EraAccumulator:
                             acc[k] = torch.cat(v, dim=-1)
                         except RuntimeError:
                             acc[k] = torch.cat([t.reshape(-1) for t in v], dim=0)
-                    elif k == "sr" and self.era != "0.14":
+                    elif k == "sr" and self.rules.sr_keeps_last:
                         acc[k] = v[-1]
                     else:
                         acc[k] = torch.cat(v, dim=0)
@@ -246,7 +248,7 @@ class EraAccumulator:
                         except Exception:
                             v[sk] = sv[-1]
         self.flat = acc
-        return _unflatten(acc) if self.era == "0.20" else dict(acc)
+        return _unflatten(acc) if self.rules.unflattens_dotted_keys else dict(acc)
 
     def _strategy(self) -> str:
         """``OutputModality.from_string`` + ``get_accumulation_strategy`` (no per-key overrides)."""
@@ -263,7 +265,7 @@ class EraAccumulator:
             return {}
         strategy = self._strategy()
         try:
-            if self.era in ("0.26", "0.30"):
+            if self.rules.sample_rate_to_metadata:
                 for k in _META_TENSOR_KEYS:
                     v = self.tensors.pop(k, None)
                     if v is not None:
@@ -274,7 +276,7 @@ class EraAccumulator:
                 try:
                     self.tensors[k] = torch.cat(v, dim=-1) if strategy == "last" else torch.cat(v, dim=0)
                 except RuntimeError as exc:
-                    if self.era == "0.30":
+                    if self.rules.strict_strategy:
                         if strategy != "last":
                             raise RuntimeError(f"cannot concatenate {k!r}: {exc}") from exc
                         self.tensors[k] = torch.cat([t.reshape(-1) for t in v], dim=0)
@@ -310,9 +312,10 @@ class RealStateAdapter:
     def __init__(self, state_cls: type, era: str, payload_cls: type | None = None, output_kind: Any = None):
         self.state = state_cls.__new__(state_cls)
         self.era = era
-        if era in ("0.14", "0.18"):
+        rules = consolidation_for(era)
+        if rules.accumulator_starts_empty:
             self.state.mm_accumulated = None
-        elif era == "0.20":
+        elif not rules.split_store:
             self.state.mm_accumulated = {}
         else:
             if payload_cls is None:
@@ -350,25 +353,19 @@ def real_state_factory(target_version: str) -> tuple[Callable[[], Any] | None, s
     era = consolidation_era(target_version)
     if installed and consolidation_era(installed) != era:
         return None, f"installed vllm_omni {installed} is not of the target's era {era} ({target_version})"
+    rules = consolidation_for(era)
     try:
-        if era in ("0.26", "0.30"):
-            from vllm_omni.outputs.mm_outputs import MultimodalPayload
-            from vllm_omni.outputs.output_processor import OmniRequestState
-        elif era == "0.24":
-            from vllm_omni.engine.mm_outputs import MultimodalPayload
-            from vllm_omni.engine.output_processor import OmniRequestState
-        else:
-            from vllm_omni.engine.output_processor import OmniRequestState
-
-            MultimodalPayload = None  # noqa: N806
+        OmniRequestState = importlib.import_module(rules.state_module).OmniRequestState  # noqa: N806
+        MultimodalPayload = (  # noqa: N806
+            importlib.import_module(rules.payload_module).MultimodalPayload if rules.payload_module else None
+        )
     except Exception as exc:  # noqa: BLE001
         return None, f"cannot import the release's output processor ({type(exc).__name__}: {exc})"
 
     def factory() -> RealStateAdapter:
         return RealStateAdapter(OmniRequestState, era, MultimodalPayload, RequestOutputKind.FINAL_ONLY)
 
-    where = "vllm_omni.outputs" if era in ("0.26", "0.30") else "vllm_omni.engine"
-    return factory, f"real {where}.output_processor.OmniRequestState (vllm_omni {installed or '?'})"
+    return factory, f"real {rules.state_module}.OmniRequestState (vllm_omni {installed or '?'})"
 
 
 def offline_output(step_payloads: list[Any], version: str, mm_type: str = "audio", factory=None) -> dict[str, Any]:

@@ -11,11 +11,11 @@ from typing import Any
 
 import torch
 
+from omnitts.knowledge.runner import contract_for as profile_for
 from omnitts.validators.runtime import audio as audio_io
 from omnitts.validators.runtime.consolidation import real_state_factory
 from omnitts.validators.runtime.harness import ContractError, Engine, ModelError, RunResult
 from omnitts.validators.runtime.loaders import LoadError, load_subject
-from omnitts.validators.runtime.releases import profile_for
 from omnitts.validators.runtime.subject import RequestPlan, RuntimeSubject
 from omnitts.validators.runtime.timeouts import CheckTimeout, deadline
 

@@ -42,9 +42,11 @@ from typing import Any
 
 import torch
 
+from omnitts.knowledge.runner import RunnerContract as ReleaseProfile
+from omnitts.knowledge.runner import consolidation_era
+from omnitts.knowledge.runner import contract_for as profile_for
 from omnitts.validators.runtime import timeouts
 from omnitts.validators.runtime.consolidation import EraAccumulator
-from omnitts.validators.runtime.releases import ReleaseProfile, consolidation_era, profile_for
 from omnitts.validators.runtime.subject import RequestPlan, RuntimeSubject, StageSpec
 
 _NESTED = frozenset({"hidden_states", "embed", "ids", "codes", "meta"})

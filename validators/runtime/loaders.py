@@ -18,7 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from omnitts.validators.runtime.releases import DEFAULT_RELEASE, tree_version
+from omnitts.knowledge import configs as tree_configs
+from omnitts.knowledge.layout import tree_version
+from omnitts.knowledge.runner import DEFAULT_RELEASE
 from omnitts.validators.runtime.subject import RequestPlan, RuntimeSubject, StageSpec
 
 
@@ -253,74 +255,18 @@ def _from_spec(spec: str) -> RuntimeSubject:
 # ------------------------------------------------------------------------------------------------
 
 
-def _module_constants(tree: ast.Module) -> dict[str, Any]:
-    consts: dict[str, Any] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            try:
-                consts[node.targets[0].id] = _literal(node.value, consts)
-            except ValueError:
-                pass
-    return consts
-
-
-def _literal(node: ast.AST, consts: dict[str, Any]) -> Any:
-    if isinstance(node, ast.JoinedStr):
-        parts = []
-        for v in node.values:
-            if isinstance(v, ast.Constant):
-                parts.append(str(v.value))
-            elif isinstance(v, ast.FormattedValue):
-                parts.append(str(_literal(v.value, consts)))
-        return "".join(parts)
-    if isinstance(node, ast.Name) and node.id in consts:
-        return consts[node.id]
-    if isinstance(node, ast.Attribute):  # StageExecutionType.LLM_AR -> "LLM_AR"
-        return node.attr
-    if isinstance(node, ast.Tuple):
-        return tuple(_literal(e, consts) for e in node.elts)
-    if isinstance(node, ast.Dict):
-        return {_literal(k, consts): _literal(v, consts) for k, v in zip(node.keys, node.values, strict=True)}
-    try:
-        return ast.literal_eval(node)
-    except Exception as exc:
-        raise ValueError(ast.dump(node)) from exc
-
-
-def _kw(call: ast.Call, consts) -> dict[str, Any]:
-    out = {}
-    for k in call.keywords:
-        if k.arg is None:
-            continue
-        try:
-            out[k.arg] = _literal(k.value, consts)
-        except ValueError:
-            out[k.arg] = k.value
-    return out
-
-
 def read_pipeline(path: Path) -> dict[str, Any]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    consts = _module_constants(tree)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "PipelineConfig":
-            top = _kw(node, consts)
-            stages = []
-            st_node = next((k.value for k in node.keywords if k.arg == "stages"), None)
-            for el in getattr(st_node, "elts", []):
-                if isinstance(el, ast.Call):
-                    stages.append(_kw(el, consts))
-            top["stages"] = stages
-            return top
-    raise LoadError(f"{path}: no PipelineConfig(...) found")
+    pipe = tree_configs.read_pipeline(path)
+    if pipe is None:
+        raise LoadError(f"{path}: no PipelineConfig(...) found")
+    return pipe
 
 
-def read_registry(path: Path) -> dict[str, tuple[str, str, str]]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_OMNI_MODELS" for t in node.targets):
-            return {k: tuple(v) for k, v in ast.literal_eval(node.value).items()}
-    raise LoadError(f"{path}: no _OMNI_MODELS dict")
+def read_registry(path: Path) -> dict[str, tuple[str, ...]]:
+    registry = tree_configs.read_registry(path)
+    if registry is None:
+        raise LoadError(f"{path}: no _OMNI_MODELS dict")
+    return registry
 
 
 def consumer_from_example(path: Path, names=("as_waveform", "to_waveform", "extract_audio")):

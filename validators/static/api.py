@@ -8,11 +8,11 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from omnitts.knowledge.treefacts import PKG, TreeContext, facts_for, find_model_root, find_root
 from omnitts.validators.static import engine
 from omnitts.validators.static.baseline import Coverage
 from omnitts.validators.static.engine import LintResult, UsageError
 from omnitts.validators.static.finding import Finding
-from omnitts.validators.static.treefacts import PKG, TreeContext, facts_for, find_model_root, find_root
 
 
 class LintError(RuntimeError):
@@ -21,8 +21,8 @@ class LintError(RuntimeError):
 
 def _tree_digest(ctx: TreeContext) -> str:
     """Hash of every input the tree-scope rules read (configs, pipelines, consolidation, examples)."""
-    from omnitts.validators.static import configs
-    from omnitts.validators.static import treefacts as tf
+    from omnitts.knowledge import configs
+    from omnitts.knowledge import treefacts as tf
 
     h = hashlib.blake2b(digest_size=12)
     rels = list(configs.config_files(ctx)) + [
@@ -224,8 +224,8 @@ def lint_paths(paths, *, select=None, root=None) -> list[Finding]:
 def model_focus(model_dir: Path, tree_root: Path) -> set[str]:
     """Tree files that belong to one model package: its pipeline's deploy/stage configs, its example
     folders and READMEs, the consolidation modules."""
-    from omnitts.validators.static import configs
-    from omnitts.validators.static import treefacts as tf
+    from omnitts.knowledge import configs
+    from omnitts.knowledge import treefacts as tf
 
     name = model_dir.name
     ctx = TreeContext(tree_root, facts_for(tree_root))

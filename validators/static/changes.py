@@ -14,8 +14,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from omnitts.knowledge.treefacts import TreeContext
 from omnitts.validators.static import treefacts as tf
-from omnitts.validators.static.treefacts import TreeContext
 
 
 def staged_files(root: Path) -> list[str]:
@@ -54,7 +54,7 @@ def _model_names(ctx: TreeContext) -> set[str]:
 
 def touched_models(ctx: TreeContext, rels: list[str], diff=_staged_lines) -> set[str]:
     """Model package names the changed files (relative to the tree root) belong to or mention."""
-    from omnitts.validators.static import configs
+    from omnitts.knowledge import configs
 
     known = _model_names(ctx)
     models_dir = ctx.dir("models") + "/"

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from omnitts.knowledge.treefacts import TreeContext, TreeFacts
 from omnitts.validators.static import suppressions
 from omnitts.validators.static.finding import Finding
 from omnitts.validators.static.rule import CONFIG, REGISTRY, Report, Rule
 from omnitts.validators.static.source import SourceFile
-from omnitts.validators.static.treefacts import TreeContext, TreeFacts
 
 SKIP_DIRS = {
     ".git",

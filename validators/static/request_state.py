@@ -8,11 +8,11 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from omnitts.knowledge.treefacts import ID_KEYS
 from omnitts.validators.static.batch import per_request_lists
 from omnitts.validators.static.index import FUNC_TYPES, ClassInfo, FuncInfo, dotted, is_self_attr, iter_stmts, walk
 from omnitts.validators.static.source import SourceFile
 from omnitts.validators.static.tensors import bind_args
-from omnitts.validators.static.treefacts import ID_KEYS
 
 SCHED, GLOBAL, CONST, OBJID = "sched", "global", "const", "objid"
 FINISH_HOOK = "on_requests_finished"

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
+    from omnitts.knowledge.treefacts import TreeContext
     from omnitts.validators.static.source import SourceFile
-    from omnitts.validators.static.treefacts import TreeContext
 
 MODEL_PATH = "vllm_omni/model_executor/models/demo_tts/modeling_demo_tts.py"
 CONSUMER_PATH = "examples/offline_inference/text_to_speech/demo_tts/end2end.py"

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from omnitts.knowledge.treefacts import TreeFacts
 from omnitts.validators.static.rule import CODE, CONFIG, CONSUMER, MODEL
-from omnitts.validators.static.treefacts import TreeFacts
 
 # Path components that make a file a consumer of engine outputs (tests, examples, benchmarks).
 _CONSUMER_DIRS = {"tests", "test", "examples", "example", "benchmarks", "benchmark", "apps", "demo", "demos"}

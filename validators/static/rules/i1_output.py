@@ -6,10 +6,10 @@ from __future__ import annotations
 import ast
 import re
 
+from omnitts.knowledge.treefacts import CONSOLIDATION_FILES
 from omnitts.validators.static.index import FUNC_TYPES, dotted, iter_stmts, walk
 from omnitts.validators.static.rule import Invalid, Report, Rule, Valid, register
 from omnitts.validators.static.source import SourceFile
-from omnitts.validators.static.treefacts import CONSOLIDATION_FILES
 
 AUDIO_KEYS = frozenset({"model_outputs", "audio"})
 # Keys that carry no payload: a return emitting only these dropped the step's audio. A return with

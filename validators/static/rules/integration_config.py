@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from omnitts.validators.static import configs
+from omnitts.knowledge import configs
 from omnitts.validators.static.rule import Invalid, Report, Rule, Valid, register
 
 NEXT_FUNCS = ("async_chunk_process_next_stage_input_func", "custom_process_next_stage_input_func")

@@ -3,12 +3,12 @@ holding scripts only, and no top-level example folder for a TTS model. Tree scop
 
 from __future__ import annotations
 
+from omnitts.knowledge.treefacts import EXAMPLES_OFFLINE as OFFLINE
+from omnitts.knowledge.treefacts import EXAMPLES_ONLINE as ONLINE
+from omnitts.knowledge.treefacts import TREE_MODELS as MODELS
+from omnitts.knowledge.treefacts import TTS_ADAPTERS as ADAPTERS
+from omnitts.knowledge.treefacts import TTS_HUB as HUB
 from omnitts.validators.static.rule import Invalid, Report, Rule, Valid, register
-from omnitts.validators.static.treefacts import EXAMPLES_OFFLINE as OFFLINE
-from omnitts.validators.static.treefacts import EXAMPLES_ONLINE as ONLINE
-from omnitts.validators.static.treefacts import TREE_MODELS as MODELS
-from omnitts.validators.static.treefacts import TTS_ADAPTERS as ADAPTERS
-from omnitts.validators.static.treefacts import TTS_HUB as HUB
 
 
 def tts_names(ctx) -> set[str]:

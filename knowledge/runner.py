@@ -1,0 +1,187 @@
+"""What each vLLM-Omni release's model runner really does at the forward contract: the runner contract.
+
+The harness steps a model the way the *target* release's runner would, the reference models and the
+templates key their caches the way it does. Each fact below was read off the released wheels (paths
+relative to the release tree; docs/validators.md has the table):
+
+* ids: ``global_request_id`` (a one-element list, the orchestrator's external id) sits in the stage-0
+  request's ``additional_information`` in every release. From 0.20 the GPU runner writes the scheduler id
+  as ``req_infos["request_id"] = req_id`` right before ``preprocess()`` (``worker/gpu_model_runner.py``);
+  0.30's Model Runner V2 writes ``req_id`` instead (``worker_v2/model_states/intermediate_buffer.py``).
+  0.22+ also writes ``_omni_prompt_len`` / ``_omni_num_computed_tokens`` / ``_omni_is_prefill``, 0.28+
+  ``_omni_max_tokens`` / ``_omni_seed``.
+* per-request dicts reach ``forward()`` as ``runtime_additional_information`` (all releases) and, from
+  0.18, also as ``model_intermediate_buffer`` (the same list object).
+* finish notification: the AR runner calls ``model.on_requests_finished(finished_req_ids)`` from 0.20
+  (``worker/gpu_ar_model_runner.py``), the generation runner from 0.24; before that nothing tells the
+  model that a request finished or was aborted.
+* consolidation: which era of ``OmniRequestState._consolidate_multimodal_tensors`` the release runs
+  (``omnitts.validators.runtime.consolidation`` re-implements each era).
+
+API: ``contract_for(version_or_tree, model_runner=None)`` -> :class:`RunnerContract`;
+``consolidation_era(version)``; ``preprocess_id_keys(tree)`` (read from the tree's files).
+This module is the one place that compares release numbers (``_row``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from omnitts.knowledge import layout as L
+
+KNOWN_RELEASES = ("0.14.0", "0.16.0", "0.18.0", "0.20.0", "0.22.0", "0.24.0", "0.26.0", "0.28.0", "0.30.0")
+DEFAULT_RELEASE = "0.20.0"
+CONSOLIDATION_ERAS = ("0.14", "0.18", "0.20", "0.24", "0.26", "0.30")
+
+_MIB, _RAI = "model_intermediate_buffer", "runtime_additional_information"
+
+
+@dataclass(frozen=True)
+class _Row:
+    """The v1 runner of one release (model runner v2, where it exists, differs only where noted)."""
+
+    v1_id_key: str | None
+    buffer_kwargs: tuple[str, ...]
+    ar_notifies_finish: bool
+    generation_notifies_finish: bool
+    omni_progress_keys: bool
+    omni_sampling_keys: bool
+    consolidation_era: str
+    has_model_runner_v2: bool = False
+
+
+# One row per release; a version between two rows behaves as the row below it (0.23.1 -> 0.22).
+_TABLE: dict[tuple[int, int], _Row] = {
+    (0, 14): _Row(None, (_RAI,), False, False, False, False, "0.14"),
+    (0, 16): _Row(None, (_RAI,), False, False, False, False, "0.14"),
+    (0, 18): _Row(None, (_MIB, _RAI), False, False, False, False, "0.18"),
+    (0, 20): _Row("request_id", (_MIB, _RAI), True, False, False, False, "0.20"),
+    (0, 22): _Row("request_id", (_MIB, _RAI), True, False, True, False, "0.20"),
+    (0, 24): _Row("request_id", (_MIB, _RAI), True, True, True, False, "0.24"),
+    (0, 26): _Row("request_id", (_MIB, _RAI), True, True, True, False, "0.26"),
+    (0, 28): _Row("request_id", (_MIB, _RAI), True, True, True, True, "0.26"),
+    (0, 30): _Row("request_id", (_MIB, _RAI), True, True, True, True, "0.30", has_model_runner_v2=True),
+}
+
+
+def _key(version: str) -> tuple[int, int]:
+    m = re.match(r"(\d+)\.(\d+)", version)
+    if not m:
+        raise ValueError(f"not a vLLM-Omni version: {version!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _row(version: str) -> _Row:
+    key = _key(version)
+    below = [k for k in _TABLE if k <= key]
+    if key[0] != 0 or not below:
+        raise ValueError(f"vLLM-Omni {version} is older than the oldest supported release 0.14")
+    return _TABLE[max(below)]
+
+
+@dataclass(frozen=True)
+class RunnerContract:
+    version: str
+    # key the runner writes into a request's dict before preprocess(); None = no id written
+    preprocess_id_key: str | None
+    # kwarg names under which forward() receives the per-request dict list (same list object)
+    buffer_kwargs: tuple[str, ...]
+    ar_notifies_finish: bool
+    generation_notifies_finish: bool
+    writes_omni_progress_keys: bool  # _omni_prompt_len, _omni_num_computed_tokens, _omni_is_prefill
+    writes_omni_sampling_keys: bool  # _omni_max_tokens, _omni_seed
+    consolidation_era: str
+    model_runner: str = "v1"
+
+
+def consolidation_era(version: str) -> str:
+    return _row(version).consolidation_era
+
+
+def contract_for(version_or_tree: str | Path | None, model_runner: str | None = None) -> RunnerContract:
+    """The runner contract of a release (``"0.30.0"``) or of a tree (a ``Path``: its version is read from its
+    files); None means the default release. ``model_runner`` "v2" selects 0.30's Model Runner V2."""
+    if isinstance(version_or_tree, Path):
+        version = L.tree_version(version_or_tree) or DEFAULT_RELEASE
+    else:
+        version = version_or_tree or DEFAULT_RELEASE
+    row = _row(version)
+    runner = model_runner or "v1"
+    if runner == "v2" and not row.has_model_runner_v2:
+        raise ValueError(f"Model Runner V2 exists from vLLM-Omni 0.30, not {version}")
+    v1 = runner == "v1"
+    return RunnerContract(
+        version=version,
+        preprocess_id_key=row.v1_id_key if v1 else "req_id",
+        buffer_kwargs=row.buffer_kwargs,
+        ar_notifies_finish=row.ar_notifies_finish,
+        generation_notifies_finish=row.generation_notifies_finish,
+        writes_omni_progress_keys=row.omni_progress_keys and v1,
+        writes_omni_sampling_keys=row.omni_sampling_keys and v1,
+        consolidation_era=row.consolidation_era,
+        model_runner=runner,
+    )
+
+
+def preprocess_id_keys(root: Path) -> tuple[str, ...]:
+    """Id keys a tree's runners write before preprocess(), in lookup order, read from its files: 0.30's
+    Model Runner V2 (``vllm_omni/worker_v2/``) writes ``req_id``, and V1 (``request_id``) is still selectable."""
+    return ("req_id", "request_id") if (Path(root) / L.WORKER_V2).is_dir() else ("request_id",)
+
+
+@dataclass(frozen=True)
+class Consolidation:
+    """How one consolidation era accumulates a request's per-step multimodal payloads and consolidates them at
+    finish (``OmniRequestState.add_multimodal_tensor`` / ``_consolidate_multimodal_tensors``); read off the
+    releases, checked against their own code by tests/runtime/test_consolidation_vs_release.py."""
+
+    era: str
+    split_store: bool  # 0.24+: tensors / metadata kept apart (a MultimodalPayload); before: one flat dict
+    mm_type_each_step: bool  # 0.20: each step's mm_type names its target; else the first mm_type sticks
+    copies_nested_dicts: bool  # 0.14-0.18: nested dict payloads copied key by key
+    audio_stays_chunks: bool  # 0.14-0.18: `audio` is not concatenated (stays a list of chunks)
+    sr_keeps_last: bool  # 0.18+: a list of `sr` tensors keeps the last one
+    delta_skips_drainable: bool  # 0.20: DELTA requests leave image / audio to the drain
+    unflattens_dotted_keys: bool  # 0.20: "a.b" keys become nested dicts
+    tensors_only_accumulate: bool  # 0.24: only tensors list-accumulate; metadata is merged
+    chunk_meta_replaced: bool  # 0.26+: per-chunk metadata keys are replaced, not accumulated
+    sample_rate_to_metadata: bool  # 0.26+: sr / sample_rate / audio_sample_rate move to metadata first
+    sample_rate_snapshots: bool  # 0.30: the latest sr-like value is kept as metadata on every step
+    strict_strategy: bool  # 0.30: only CONCAT_LAST failures fall back; others raise (and stop consolidation)
+    accumulator_starts_empty: bool  # 0.14-0.18: mm_accumulated starts as None
+    state_module: str  # where OmniRequestState lives
+    payload_module: str | None  # where MultimodalPayload lives (split store only)
+
+
+def _consolidation(era, split, each_step, nested, chunks, sr_last, delta, dotted, tensors_only, chunk_meta, sr_meta,
+                   snapshots, strict, empty, outputs):  # fmt: skip
+    pkg = "vllm_omni.outputs" if outputs else "vllm_omni.engine"
+    return Consolidation(
+        era, split, each_step, nested, chunks, sr_last, delta, dotted, tensors_only, chunk_meta, sr_meta, snapshots,
+        strict, empty, f"{pkg}.output_processor", f"{pkg}.mm_outputs" if split else None,
+    )  # fmt: skip
+
+
+T, F = True, False
+CONSOLIDATIONS: dict[str, Consolidation] = {
+    c.era: c
+    for c in (
+        #              era     split each nest chunk srlast delta dot tens chunkm srmeta snap strict empty outputs
+        _consolidation("0.14", F,    F,   T,   T,    F,     F,    F,  F,   F,     F,     F,   F,     T,    F),
+        _consolidation("0.18", F,    F,   T,   T,    T,     F,    F,  F,   F,     F,     F,   F,     T,    F),
+        _consolidation("0.20", F,    T,   F,   F,    T,     T,    T,  F,   F,     F,     F,   F,     F,    F),
+        _consolidation("0.24", T,    F,   F,   F,    T,     F,    F,  T,   F,     F,     F,   F,     F,    F),
+        _consolidation("0.26", T,    F,   F,   F,    T,     F,    F,  F,   T,     T,     F,   F,     F,    T),
+        _consolidation("0.30", T,    F,   F,   F,    T,     F,    F,  F,   T,     T,     T,   T,     F,    T),
+    )
+}  # fmt: skip
+assert tuple(CONSOLIDATIONS) == CONSOLIDATION_ERAS
+
+
+def consolidation_for(era_or_version: str) -> Consolidation:
+    """The consolidation behaviour of an era ("0.24") or of a release ("0.24.0")."""
+    if era_or_version in CONSOLIDATIONS:
+        return CONSOLIDATIONS[era_or_version]
+    return CONSOLIDATIONS[consolidation_era(era_or_version)]
