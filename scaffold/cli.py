@@ -20,6 +20,7 @@ from omnitts.knowledge import releases
 from omnitts.knowledge.eras import detect_profile
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.naming import PATTERNS, make_names
+from omnitts.validators.cli_io import quiet_on_closed_pipe
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -311,6 +312,7 @@ def _settle_journal(args: argparse.Namespace) -> None:
 COMMANDS = {"new": cmd_new, "check": cmd_check, "remove": cmd_remove, "resolve": cmd_resolve, "clean": cmd_clean}
 
 
+@quiet_on_closed_pipe
 def main(argv: list[str] | None = None) -> int:
     global _command_line
     args = _parser().parse_args(argv)
@@ -336,6 +338,8 @@ def _main(args: argparse.Namespace) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader closed stdout (`| head`): not an internal error
+        raise
     except Exception as exc:  # fail closed: an internal error is a failure with its one-line cause
         print(f"omnitts-scaffold: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         if os.environ.get("OMNITTS_DEBUG"):
