@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -39,6 +40,10 @@ SMOKE = (
     "import vllm_omni.entrypoints.omni, vllm_omni.entrypoints.openai.api_server\n"
     "import importlib.util as u; assert u.find_spec('torchcodec') is None, 'torchcodec still installed'\n"
 )
+
+
+# The python of a ready engine environment made elsewhere (e.g. CUDA vLLM on a GPU machine); nothing is built.
+ENGINE_PYTHON_VAR = "OMNITTS_ENGINE_PYTHON"
 
 
 class EngineEnvError(RuntimeError):
@@ -169,6 +174,11 @@ def ensure_engine_env(release: str, *, log=None) -> Path:
 
     Idempotent and safe to call from parallel processes (one builds, the others wait on the lock)."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    given = os.environ.get(ENGINE_PYTHON_VAR)
+    if given:  # an environment made elsewhere (a GPU machine with vLLM carried in): used as it is
+        if not Path(given).exists():
+            raise EngineEnvError(f"{ENGINE_PYTHON_VAR}={given}: no such python")
+        return Path(given)
     try:
         rec = recipe(release)
     except NoCpuEngine as exc:
