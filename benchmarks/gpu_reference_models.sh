@@ -19,7 +19,8 @@ cd "$REPO"
 SHIM="$(mktemp -d)"
 trap 'rm -rf "$SHIM"' EXIT
 mkdir -p "$SHIM/omnitts"
-for folder in reference_models scaffold templates validators; do
+for folder in knowledge reference_models scaffold templates validators; do
+    [ -d "$REPO/$folder" ] || continue
     ln -s "$REPO/$folder" "$SHIM/omnitts/$folder"
 done
 export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"

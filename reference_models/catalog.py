@@ -1,9 +1,11 @@
 """The model catalog: every reference model and mutant a validator can be pointed at.
 
 ``list_models()`` names the correct models first, then the mutants (``<model>@<bug>``); ``get_subject(name)``
-returns a ``Subject`` with everything needed to run, check or lint that model. Mutant sources are materialised
-once per content hash under ``$OMNITTS_CACHE`` (default ``~/.cache/omnitts``) and imported from there under
-``omnitts_mutants.<model>__<bug>``; nothing here needs cookiecutter, libcst or soundfile.
+returns the catalog entry (``Subject``: its files, patches and expected checks, for static rules and the mutant
+matrix), and ``Subject.runtime(device)`` the validators' subject type (:class:`RuntimeSubject`) that the one runner,
+the harness (:mod:`omnitts.validators.runtime.harness`), steps; ``Subject.run(texts)`` serves texts through it.
+Mutant sources are materialised once per content hash under ``$OMNITTS_CACHE`` (default ``~/.cache/omnitts``) and
+imported from there under ``omnitts_mutants.<model>__<bug>``; nothing here needs cookiecutter, libcst or soundfile.
 """
 
 from __future__ import annotations
@@ -22,8 +24,13 @@ from typing import Any
 
 import torch
 
-from omnitts.reference_models import driver, hf_reference
+from omnitts.knowledge.runner import DEFAULT_RELEASE
+from omnitts.reference_models import hf_reference
 from omnitts.reference_models.mutants import MUTANTS, Mutant
+from omnitts.validators import checkids
+from omnitts.validators.runtime.harness import Engine, RequestResult
+from omnitts.validators.runtime.loaders import default_prompts, template_consumer
+from omnitts.validators.runtime.subject import RequestPlan, RuntimeSubject, StageSpec
 
 REFERENCE_DIR = Path(__file__).resolve().parent
 MUTANT_ROOT_PACKAGE = "omnitts_mutants"
@@ -58,15 +65,22 @@ _MODELS: dict[str, dict[str, Any]] = {
     },
 }
 
+# the runtime checks a correct model must pass (checkids vocabulary)
 CORRECT_CHECKS = (
-    "parity-reference",
-    "I1-stream-equals-offline",
-    "I1-model-outputs-every-step",
-    "I3-no-host-sync",
-    "I4-concurrency",
-    "I5-state-freed",
-    "I5-outputs-not-aliased",
+    checkids.I1_MATCHES_REFERENCE,
+    *checkids.I1_STREAMING,
+    checkids.I1_MODEL_OUTPUTS_EVERY_STEP,
+    checkids.I3_HOST_SYNCS,
+    checkids.I4_CONCURRENCY,
+    *checkids.I5_STATE,
+    checkids.I5_OUTPUTS_NOT_ALIASED,
 )
+
+# the texts a validator's scenarios serve (one RequestPlan each)
+REFERENCE_TEXTS = ("Hi.", "Hello there.", "Streaming == offline.", "Four at once!", "A fifth, longer request.")
+
+# a mutant's harness variation (Mutant.consolidation) -> the consolidation era the harness runs
+CONSOLIDATION_ERAS = {"v0.20": None, "skip-audio": "0.14"}
 
 
 @dataclass(frozen=True)
@@ -102,7 +116,6 @@ class Subject:
     static_rule_family: str | None
     host_syncs_per_request_step: int
     frames_key: str
-    request_id_keys: tuple[str, ...] = ("request_id",)
     patched_files: tuple[str, ...] = field(default=())
 
     @property
@@ -149,24 +162,107 @@ class Subject:
                 return stage
         return {}
 
-    def engine_config(self, **overrides: Any) -> driver.EngineConfig:
-        """Scheduling knobs for ``driver`` from the deploy config (``max_num_seqs``, async chunk, chunk sizes)."""
+    def runtime(
+        self, device: str | torch.device = "cpu", *, release: str | None = None, model_runner: str = "v1"
+    ) -> RuntimeSubject:
+        """This model as the validators' subject: stage specs, prompts, the stage input processor, deploy limits,
+        the HF-style reference and the example's consumer; ``release``/``model_runner`` pick the runner contract
+        (``model_runner="v2"`` is 0.30's Model Runner V2, which writes ``req_id``)."""
+        config = self.make_config()
+        classes = list(self.stage_classes)
+        two = len(classes) > 1
+        stages = [
+            StageSpec(
+                stage_id=i,
+                model_stage=str(getattr(cls, "model_stage", cls.__name__)),
+                execution="ar" if i == 0 else "generation",
+                factory=(lambda c=cls, cfg=config: c(config=cfg)),
+                engine_output_type="latent" if two and i == 0 else "audio",
+                final_output=(i == len(classes) - 1),
+                cls=cls,
+                config=config,
+            )
+            for i, cls in enumerate(classes)
+        ]
         extra: dict[str, Any] = {}
         for connector in (self.deploy_config.get("connectors") or {}).values():
             extra.update((connector or {}).get("extra") or {})
-        values: dict[str, Any] = {
-            "max_num_seqs": int(self.stage_deploy(0).get("max_num_seqs", 1)),
-            "decoder_max_num_seqs": int(self.stage_deploy(1).get("max_num_seqs", 1)),
-            "async_chunk": bool(self.deploy_config.get("async_chunk", False)),
-            "consolidation": self.consolidation,
-            "request_id_key": self.request_id_keys[0],
-        }
-        if "codec_chunk_frames" in extra:
-            values["codec_chunk_frames"] = int(extra["codec_chunk_frames"])
-        if "codec_left_context_frames" in extra:
-            values["codec_left_context_frames"] = int(extra["codec_left_context_frames"])
-        values.update(overrides)
-        return driver.EngineConfig(**values)
+        if self.consolidation not in CONSOLIDATION_ERAS:
+            raise ValueError(f"{self.name}: unknown consolidation variation {self.consolidation!r}")
+        ref_cache: dict[str, Any] = {}
+
+        def reference(plan: RequestPlan):
+            if "obj" not in ref_cache:
+                ref_cache["obj"] = self.reference(device=device)
+            text = plan.additional_information.get("text", [""])
+            return ref_cache["obj"].generate(text[0] if isinstance(text, list) else str(text)).waveform
+
+        consumer, origin = template_consumer()
+        processor = self.processor
+        return RuntimeSubject(
+            name=self.name,
+            pattern=self.pattern,
+            release=release or DEFAULT_RELEASE,
+            model_runner=model_runner,
+            stages=stages,
+            prompts=default_prompts(config, REFERENCE_TEXTS),
+            sample_rate=int(config.sample_rate),
+            hop_length=int(config.hop_length),
+            eos_token_id=int(config.eos_token_id),
+            async_chunk_fn=getattr(processor, "talker2code2wav_async_chunk", None),
+            sync_fn=getattr(processor, "talker2code2wav", None),
+            connector_extra=extra,
+            reference=reference,
+            consumer=consumer,
+            consumer_origin=origin,
+            source_files=list(self.source_files),
+            model_files=[p for p in self.source_files if p.suffix == ".py"],
+            kind="mutant" if self.is_mutant else "reference",
+            expected_failure=(str(self.bug), ",".join(self.expected_checks)) if self.is_mutant else None,
+            eos_step_emits_audio=self.pattern != "two-stage",
+            max_num_seqs=tuple(
+                int(self.stage_deploy(i)["max_num_seqs"]) if "max_num_seqs" in self.stage_deploy(i) else None
+                for i in range(len(classes))
+            ),
+            sync_budget_per_request_step=self.host_syncs_per_request_step,
+            consolidation_era=CONSOLIDATION_ERAS[self.consolidation],
+            description=self.description or "",
+            extra={
+                "deploy": self.deploy_config,
+                "package": self.package,
+                "root": str(self.root),
+                "expected_checks": self.expected_checks,
+                "static_rule_family": self.static_rule_family,
+                "reproduces": self.reproduces,
+            },
+        )
+
+    @property
+    def async_chunk(self) -> bool:
+        """The deploy config's ``async_chunk`` (two-stage: stage 0 streams windows to the decoder)."""
+        return bool(self.deploy_config.get("async_chunk", False))
+
+    def plans(
+        self,
+        texts: list[str],
+        *,
+        arrival_steps: list[int] | None = None,
+        abort_steps: dict[int, int] | None = None,
+        max_tokens: int = 512,
+    ) -> list[RequestPlan]:
+        """One request per text (``req-<i>``), arriving and aborted at the given engine steps."""
+        encode = self.make_config().encode_text
+        return [
+            RequestPlan(
+                ext_id=f"req-{i}",
+                prompt_token_ids=list(encode(text)),
+                additional_information={"text": [text]},
+                max_tokens=max_tokens,
+                arrive_step=(arrival_steps or [0] * len(texts))[i],
+                abort_step=(abort_steps or {}).get(i),
+            )
+            for i, text in enumerate(texts)
+        ]
 
     def run(
         self,
@@ -176,18 +272,27 @@ class Subject:
         arrival_steps: list[int] | None = None,
         abort_steps: dict[int, int] | None = None,
         stages: tuple[torch.nn.Module, ...] | None = None,
-        spy: driver.HostSyncSpy | None = None,
-        **engine_overrides: Any,
-    ) -> list[driver.RequestRecord]:
-        """Serve ``texts`` through the miniature engine; returns one ``RequestRecord`` per text, in order."""
-        stages = stages if stages is not None else self.build(device)
-        config = self.engine_config(**engine_overrides)
-        records = driver.make_requests(
-            texts, stages[0].config.encode_text, arrival_steps=arrival_steps, abort_steps=abort_steps
+        spy: Any = None,
+        async_chunk: bool | None = None,
+        decoder_max_num_seqs: int | None = None,
+        max_tokens: int = 512,
+        release: str | None = None,
+        model_runner: str = "v1",
+    ) -> list[RequestResult]:
+        """Serve ``texts`` through the harness (concurrently, staggered by ``arrival_steps``); one
+        :class:`RequestResult` per text, in order. ``spy`` (a ``SyncSpy``) is armed around every model call."""
+        subject = self.runtime(device, release=release, model_runner=model_runner)
+        engine = Engine(
+            subject,
+            device=str(device),
+            models=list(stages) if stages is not None else None,
+            async_chunk=self.async_chunk if async_chunk is None else async_chunk,
+            gen_max_batch=decoder_max_num_seqs,
+            spy=spy,
         )
-        if self.pattern == "two-stage":
-            return driver.run_two_stage(stages[0], stages[1], self.processor, records, config, spy=spy)
-        return driver.run_single_stage(stages[0], records, config, spy=spy)
+        engine.spy_active = spy is not None
+        plans = self.plans(texts, arrival_steps=arrival_steps, abort_steps=abort_steps, max_tokens=max_tokens)
+        return engine.run(plans, "catalog").in_order(plans)
 
 
 def list_models() -> list[str]:
@@ -196,7 +301,7 @@ def list_models() -> list[str]:
 
 
 def get_subject(name: str) -> Subject:
-    """The subject called ``name`` (``ref_two_stage``, ``ref_two_stage@replay``, ...)."""
+    """The catalog entry called ``name`` (``ref_two_stage``, ``ref_two_stage@replay``, ...)."""
     if name in _MODELS:
         return _subject(name, None)
     if name in MUTANTS:

@@ -6,10 +6,9 @@ applied to the committed render of its base model (``old`` must occur exactly on
 one-line description, the rest names the real bug it reproduces. ``tests/reference_models/test_mutants.py`` proves
 that each mutant's sources differ from its base only inside the declared snippets, and shows each symptom.
 
-Check ids (what a validator is expected to flag): runtime checks ``parity-reference``,
-``I1-stream-equals-offline``, ``I1-model-outputs-every-step``, ``I3-no-host-sync``, ``I4-concurrency``,
-``I5-state-freed``, ``I5-outputs-not-aliased``, ``device-codec-placement`` (needs CUDA),
-``import-without-optional-deps``; static rules ``static:OMNI-<family>-<n>`` (docs/reference_models.md).
+``checks`` are what a validator is expected to flag, in the one vocabulary of :mod:`omnitts.validators.checkids`:
+runtime checks and ticks (``i1.matches_reference``, the ``I1_STREAMING`` group, ``device.cuda`` needs CUDA, ...) and
+static rule ids (``OMNI-I3-002``), which the ``static.lint`` check runs (docs/reference_models.md).
 """
 
 from __future__ import annotations
@@ -17,6 +16,8 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from omnitts.validators import checkids as ck
 
 TALKER = "models/ref_two_stage/ref_two_stage_talker.py"
 CODE2WAV = "models/ref_two_stage/ref_two_stage_code2wav.py"
@@ -89,7 +90,7 @@ def mutant(
 # ---------------------------------------------------------------------------------------------------------- two-stage
 
 
-@mutant("ref_two_stage", "truncation", checks=("I1-stream-equals-offline",))
+@mutant("ref_two_stage", "truncation", checks=ck.I1_STREAMING)
 def _truncation() -> list[Patch]:
     """The async-chunk processor resets the request's codes every step instead of accumulating them.
 
@@ -105,7 +106,7 @@ def _truncation() -> list[Patch]:
     ]
 
 
-@mutant("ref_two_stage", "replay", checks=("I1-stream-equals-offline", "parity-reference"))
+@mutant("ref_two_stage", "replay", checks=(*ck.I1_STREAMING, ck.I1_MATCHES_REFERENCE))
 def _two_stage_replay() -> list[Patch]:
     """The async-chunk processor sends the request's whole frame history as every window.
 
@@ -122,7 +123,7 @@ def _two_stage_replay() -> list[Patch]:
     ]
 
 
-@mutant("ref_two_stage", "early-return", checks=("I1-model-outputs-every-step", "static:OMNI-I1-002"))
+@mutant("ref_two_stage", "early-return", checks=(ck.I1_MODEL_OUTPUTS_EVERY_STEP, "OMNI-I1-002"))
 def _early_return() -> list[Patch]:
     """The decoder's nothing-to-decode early return emits ``sr`` but no ``model_outputs``.
 
@@ -138,7 +139,7 @@ def _early_return() -> list[Patch]:
     ]
 
 
-@mutant("ref_two_stage", "host-sync-cpu", checks=("I3-no-host-sync", "static:OMNI-I3-002"))
+@mutant("ref_two_stage", "host-sync-cpu", checks=(ck.I3_HOST_SYNCS, "OMNI-I3-002"))
 def _host_sync_cpu() -> list[Patch]:
     """A debug log inside the talker's per-request step loop calls ``.cpu()`` on the step's codes.
 
@@ -155,7 +156,7 @@ def _host_sync_cpu() -> list[Patch]:
     ]
 
 
-@mutant("ref_two_stage", "host-sync-tolist", checks=("I3-no-host-sync", "static:OMNI-I3-002"))
+@mutant("ref_two_stage", "host-sync-tolist", checks=(ck.I3_HOST_SYNCS, "OMNI-I3-002"))
 def _host_sync_tolist() -> list[Patch]:
     """The decoder checks each request's window for stop codes with ``.tolist()`` inside its per-request loop.
 
@@ -173,7 +174,7 @@ def _host_sync_tolist() -> list[Patch]:
     ]
 
 
-@mutant("ref_two_stage", "buffer-view", checks=("I5-outputs-not-aliased", "parity-reference"))
+@mutant("ref_two_stage", "buffer-view", checks=(ck.I5_OUTPUTS_NOT_ALIASED, ck.I1_MATCHES_REFERENCE))
 def _buffer_view() -> list[Patch]:
     """The code predictor returns its static (CUDA-graph) output buffers instead of copies.
 
@@ -192,7 +193,7 @@ def _buffer_view() -> list[Patch]:
 @mutant(
     "ref_two_stage",
     "wrong-device",
-    checks=("device-codec-placement", "static:OMNI-INT-006"),
+    checks=(ck.DEVICE_CUDA, "OMNI-INT-006"),
     static_rule_family="OMNI-INT",
 )
 def _wrong_device() -> list[Patch]:
@@ -210,7 +211,7 @@ def _wrong_device() -> list[Patch]:
     ]
 
 
-@mutant("ref_two_stage", "wrong-hop", checks=("I1-stream-equals-offline", "parity-reference"))
+@mutant("ref_two_stage", "wrong-hop", checks=(*ck.I1_STREAMING, ck.I1_MATCHES_REFERENCE))
 def _wrong_hop() -> list[Patch]:
     """The decoder trims left context with a hard-coded hop length (256) instead of the product of its strides.
 
@@ -226,7 +227,7 @@ def _wrong_hop() -> list[Patch]:
     ]
 
 
-@mutant("ref_two_stage", "break-first", checks=("I4-concurrency",))
+@mutant("ref_two_stage", "break-first", checks=(ck.I4_CONCURRENCY,))
 def _break_first() -> list[Patch]:
     """The decoder leaves its per-request loop after the first request of the batch.
 
@@ -243,7 +244,7 @@ def _break_first() -> list[Patch]:
     ]
 
 
-@mutant("ref_two_stage", "max-num-seqs-1", checks=("static:OMNI-INT-001", "I4-concurrency"))
+@mutant("ref_two_stage", "max-num-seqs-1", checks=("OMNI-INT-001", ck.I4_CONCURRENCY))
 def _max_num_seqs_1() -> list[Patch]:
     """The AR stage (stage 0) of the deploy config allows one sequence at a time.
 
@@ -262,7 +263,7 @@ def _max_num_seqs_1() -> list[Patch]:
 # ------------------------------------------------------------------------------------------------------- single-stage
 
 
-@mutant("ref_single_stage", "replay", checks=("I1-stream-equals-offline", "parity-reference"))
+@mutant("ref_single_stage", "replay", checks=(*ck.I1_STREAMING, ck.I1_MATCHES_REFERENCE))
 def _replay() -> list[Patch]:
     """The generator re-decodes the utterance from frame 0 each step and yields all of it.
 
@@ -284,7 +285,7 @@ def _replay() -> list[Patch]:
 @mutant(
     "ref_single_stage",
     "const-request-key",
-    checks=("I4-concurrency", "I5-state-freed", "static:OMNI-I5-001", "static:OMNI-I5-002"),
+    checks=(ck.I4_CONCURRENCY, *ck.I5_STATE, "OMNI-I5-001", "OMNI-I5-002"),
 )
 def _const_request_key() -> list[Patch]:
     """The request key is read from ``_omni_req_id`` with a constant fallback ``"0"``.
@@ -309,7 +310,7 @@ def _const_request_key() -> list[Patch]:
     ]
 
 
-@mutant("ref_single_stage", "tensor-branch", checks=("I3-no-host-sync", "static:OMNI-I3-005"))
+@mutant("ref_single_stage", "tensor-branch", checks=(ck.I3_HOST_SYNCS, "OMNI-I3-005"))
 def _tensor_branch() -> list[Patch]:
     """The generator's frame loop leaves early with ``if done: break`` on a device tensor.
 
@@ -327,7 +328,7 @@ def _tensor_branch() -> list[Patch]:
     ]
 
 
-@mutant("ref_single_stage", "batch-first", checks=("I4-concurrency",))
+@mutant("ref_single_stage", "batch-first", checks=(ck.I4_CONCURRENCY,))
 def _batch_first() -> list[Patch]:
     """A new request's generator is built from the first request's prompt slice of the batch.
 
@@ -343,7 +344,7 @@ def _batch_first() -> list[Patch]:
     ]
 
 
-@mutant("ref_single_stage", "batch-flag", checks=("I4-concurrency",))
+@mutant("ref_single_stage", "batch-flag", checks=(ck.I4_CONCURRENCY,))
 def _batch_flag() -> list[Patch]:
     """One end-of-stream flag for the whole batch: EOS only when every request yielded its last chunk.
 
@@ -359,7 +360,7 @@ def _batch_flag() -> list[Patch]:
     ]
 
 
-@mutant("ref_single_stage", "abort-leak", checks=("I5-state-freed",))
+@mutant("ref_single_stage", "abort-leak", checks=ck.I5_STATE)
 def _abort_leak() -> list[Patch]:
     """The finish hook does nothing: generators are dropped only after their last chunk, never on abort.
 
@@ -381,7 +382,7 @@ def _abort_leak() -> list[Patch]:
 @mutant(
     "ref_single_stage",
     "optional-import",
-    checks=("import-without-optional-deps", "static:OMNI-INT-004"),
+    checks=(ck.IMPORT_OPTIONAL_DEPS, "OMNI-INT-004"),
 )
 def _optional_import() -> list[Patch]:
     """The optional ``soundfile`` is imported at module top instead of lazily.
@@ -399,9 +400,7 @@ def _optional_import() -> list[Patch]:
     ]
 
 
-@mutant(
-    "ref_single_stage", "consolidation-skips-audio", checks=("I1-stream-equals-offline",), consolidation="skip-audio"
-)
+@mutant("ref_single_stage", "consolidation-skips-audio", checks=ck.I1_STREAMING, consolidation="skip-audio")
 def _consolidation_skips_audio() -> list[Patch]:
     """The engine's output consolidation skips the ``audio`` key (a harness variation; the model is unchanged).
 
@@ -415,7 +414,7 @@ def _consolidation_skips_audio() -> list[Patch]:
 # ---------------------------------------------------------------------------------------------------------- native-ar
 
 
-@mutant("ref_native_ar", "host-sync-item", checks=("I3-no-host-sync", "static:OMNI-I3-001"))
+@mutant("ref_native_ar", "host-sync-item", checks=(ck.I3_HOST_SYNCS, "OMNI-I3-001"))
 def _host_sync_item() -> list[Patch]:
     """The flow head's Euler loop converts the step size with ``.item()``.
 
@@ -431,7 +430,7 @@ def _host_sync_item() -> list[Patch]:
     ]
 
 
-@mutant("ref_native_ar", "last-wins", checks=("I4-concurrency",))
+@mutant("ref_native_ar", "last-wins", checks=(ck.I4_CONCURRENCY,))
 def _last_wins() -> list[Patch]:
     """``make_omni_output`` emits the last request's delta for every request of the batch.
 
@@ -448,7 +447,7 @@ def _last_wins() -> list[Patch]:
     ]
 
 
-@mutant("ref_native_ar", "state-leak", checks=("I5-state-freed",))
+@mutant("ref_native_ar", "state-leak", checks=ck.I5_STATE)
 def _state_leak() -> list[Patch]:
     """The finish hook never frees per-request state (KV caches, decode pads, pending audio).
 

@@ -20,6 +20,7 @@ from omnitts.knowledge import releases
 from omnitts.knowledge.eras import detect_profile
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.naming import PATTERNS, make_names
+from omnitts.validators.cli_io import quiet_on_closed_pipe
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -78,6 +79,11 @@ def _parser() -> argparse.ArgumentParser:
     remove.add_argument("--target", default=".", help="a vLLM-Omni tree (default: the current directory)")
     remove.add_argument(
         "--dry-run", action="store_true", help="print the whole change as a unified diff, write nothing"
+    )
+    remove.add_argument(
+        "--force",
+        action="store_true",
+        help="remove a folder new did not create (no pipeline.py, other files); still refused while the tree uses it",
     )
 
     resolve = sub.add_parser(
@@ -164,6 +170,7 @@ def _finish(plan, root: Path, profile, *, dry_run: bool, nothing: str) -> list[P
     if not plan.changes:
         print(nothing, file=sys.stderr)
         return None
+    plan.command = plan.command or _command_line
     marks = [(_mark(op), op.rel) for op in plan.changes]
     written = plan.apply()
     print(f"{plan.summary()} in {root} ({_era(profile)})", file=sys.stderr)
@@ -236,7 +243,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
     root = Path(args.target).resolve()
     profile = detect_profile(root)
-    plan = plan_remove(profile, args.name)
+    plan = plan_remove(profile, args.name, force=args.force)
     _finish(
         plan, root, profile, dry_run=args.dry_run, nothing=f"nothing to do: {args.name} is not integrated in {root}"
     )
@@ -287,11 +294,29 @@ def cmd_clean(args: argparse.Namespace) -> int:
     return 0
 
 
+_command_line = "omnitts-scaffold"  # named in the journal, for the run that may have to roll it back
+
+
+def _settle_journal(args: argparse.Namespace) -> None:
+    """Before anything else, finish or roll back a transaction an interrupted run left in the target tree."""
+    from omnitts.scaffold import journal
+
+    target = getattr(args, "target", None)
+    if target is None or releases.parse_spec(target) is not None:
+        return  # a pypi: target is a fresh working copy
+    line = journal.recover(Path(target).resolve())
+    if line:
+        print(f"omnitts-scaffold: {line}", file=sys.stderr)
+
+
 COMMANDS = {"new": cmd_new, "check": cmd_check, "remove": cmd_remove, "resolve": cmd_resolve, "clean": cmd_clean}
 
 
+@quiet_on_closed_pipe
 def main(argv: list[str] | None = None) -> int:
+    global _command_line
     args = _parser().parse_args(argv)
+    _command_line = " ".join(["omnitts-scaffold", *(sys.argv[1:] if argv is None else argv)])
     try:
         code = _main(args)
         if code == 0:
@@ -306,12 +331,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     try:
+        _settle_journal(args)
         return COMMANDS[args.command](args)
     except ScaffoldError as exc:
         print(f"omnitts-scaffold: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader closed stdout (`| head`): not an internal error
+        raise
     except Exception as exc:  # fail closed: an internal error is a failure with its one-line cause
         print(f"omnitts-scaffold: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         if os.environ.get("OMNITTS_DEBUG"):

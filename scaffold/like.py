@@ -35,7 +35,7 @@ from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.formatting import format_python
 from omnitts.scaffold.index import TreeIndex
 from omnitts.scaffold.integration import Integration, run_patches, shared_file_patches
-from omnitts.scaffold.naming import camel_case, check_identifier
+from omnitts.scaffold.naming import camel_case, check_identifier, check_name_in_tree
 from omnitts.scaffold.new import adapter_stage_key_owners, add_generated
 from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
 from omnitts.scaffold.remove import CONFIGS, owned_files
@@ -236,6 +236,7 @@ def plan_like(
     model_type = check_identifier(model_type or name, "model type")
     if stage_key is not None:
         check_identifier(stage_key, "stage key")
+    check_name_in_tree(profile.root, name)
     index = TreeIndex(profile)
     src = _source(index, like)
     if src.folder == name:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keyword
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from omnitts.scaffold.errors import ScaffoldError
 
@@ -23,14 +24,55 @@ DEFAULT_LICENSE_HEADER = (
 )
 
 
+# The longest file name derived from a model name is the temp file of its streaming-contract test,
+# `.test_<name>_streaming_contract.py.omnitts-tmp` (name + 47 bytes); 64 keeps every derived name far below
+# the 255-byte limit of common file systems, and below what a reviewer reads as a name.
+MAX_NAME_LENGTH = 64
+
+
 def check_identifier(value: str, what: str) -> str:
+    if len(value) > MAX_NAME_LENGTH:
+        raise ScaffoldError(
+            f"{what} of {len(value)} characters is too long: at most {MAX_NAME_LENGTH}, so that every file name"
+            " derived from it fits the file system"
+        )
     if keyword.iskeyword(value) or keyword.issoftkeyword(value):
         raise ScaffoldError(f"{what} {value!r} is a Python keyword; pick another name")
-    if not _IDENT.match(value):
+    if not _IDENT.fullmatch(value):  # fullmatch: `$` would let a trailing newline through
         raise ScaffoldError(
             f"{what} {value!r} is not a valid lower_snake_case Python identifier (letters, digits, underscores)"
         )
     return value
+
+
+def check_name_in_tree(root: Path, name: str) -> None:
+    """Refuse a model name that is already a module or package in a folder the scaffold writes into.
+
+    `new registry` would put `models/registry/` next to `models/registry.py`; the package wins the import
+    and `from .registry import ...` breaks for the whole tree. The model's own earlier run (its folder with
+    `pipeline.py`) is not a conflict: `new` is idempotent."""
+    from omnitts.knowledge import layout
+
+    if (root / layout.MODELS / name / "pipeline.py").is_file():
+        return
+    folders = (
+        layout.MODELS,
+        layout.PROCESSORS,
+        layout.ADAPTERS,
+        "vllm_omni/transformers_utils/configs",
+        "examples/offline_inference/text_to_speech",
+        "examples/online_serving/text_to_speech",
+        "tests/model_executor/models",
+    )
+    for folder in folders:
+        base = root / folder
+        for candidate in (base / name, base / f"{name}.py", base / f"{name}.so"):
+            if candidate.exists():
+                kind = "package" if candidate.is_dir() else "module"
+                raise ScaffoldError(
+                    f"{candidate.relative_to(root).as_posix()} already exists: the model name {name!r} would"
+                    f" shadow or join that {kind} of the tree; pick another name"
+                )
 
 
 def camel_case(name: str) -> str:
@@ -108,7 +150,7 @@ def make_names(
     model_type = check_identifier(model_type or name, "model type")
     stage_key = check_identifier(stage_key or name, "stage key")
     arch = arch or f"{camel_case(name)}ForConditionalGeneration"
-    if not _ARCH.match(arch) or keyword.iskeyword(arch):
+    if len(arch) > 2 * MAX_NAME_LENGTH or not _ARCH.fullmatch(arch) or keyword.iskeyword(arch):
         raise ScaffoldError(f"architecture {arch!r} is not a CamelCase Python class name")
     if priority not in ("high", "medium", "low"):
         raise ScaffoldError(f"unknown priority {priority!r}; choose high, medium or low")
@@ -124,6 +166,7 @@ def template_context(
     target: str = "vllm_omni",
     request_id_keys: tuple[str, ...] = ("request_id",),
     license_header: str = DEFAULT_LICENSE_HEADER,
+    flat_request_output: bool = True,
 ) -> dict[str, str]:
     """The cookiecutter context every template receives (docs/architecture.md lists the keys)."""
     standalone = target == "standalone"
@@ -148,6 +191,8 @@ def template_context(
         "logger_import": "import logging" if standalone else "from vllm.logger import init_logger",
         "logger_init": "logger = logging.getLogger(__name__)" if standalone else "logger = init_logger(__name__)",
         "request_id_keys": ",".join(request_id_keys),
+        # "1" where Omni.generate() yields RequestOutputs (0.28+), "" where they sit in `.request_output`.
+        "flat_request_output": "1" if flat_request_output else "",
         "license_header": license_header,
         # Defaults of the generated tiny model (its config class); the contributor replaces them.
         "sample_rate": str(TINY_MODEL_SAMPLE_RATE),

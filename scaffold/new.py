@@ -21,7 +21,7 @@ from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.formatting import format_python
 from omnitts.scaffold.integration import Patch, PatchRun, from_names, patch_jobs
 from omnitts.scaffold.integration import shared_file_patches as _integration_patches
-from omnitts.scaffold.naming import ModelNames, template_context
+from omnitts.scaffold.naming import ModelNames, check_name_in_tree, template_context
 from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
 from omnitts.scaffold.render import render_pattern, render_shared, templates_root, with_stage_args_topology
 
@@ -137,7 +137,9 @@ def plan_new(
 ) -> Plan:
     root = profile.root
     plan = Plan(root)
-    ctx = template_context(names, request_id_keys=profile.request_id_keys)
+    ctx = template_context(
+        names, request_id_keys=profile.request_id_keys, flat_request_output=profile.flat_request_output
+    )
     _refuse_taken_names(profile, names)
     registry = (
         compile_adapter_registry(read_adapter_sources(root / layout.ADAPTERS)) if profile.point("adapter") else None
@@ -237,6 +239,7 @@ def _hub_edits(names: ModelNames, ctx: dict[str, str]):
 
 def _refuse_taken_names(profile: LayoutProfile, names: ModelNames) -> None:
     """Refuse names another model owns; our own earlier run of the same `new` is not a conflict."""
+    check_name_in_tree(profile.root, names.name)
     pkg = profile.root / layout.MODELS / names.name
     marker = (
         profile.root / layout.STAGE_CONFIGS / f"{names.model_type}.yaml"

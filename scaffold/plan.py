@@ -2,9 +2,10 @@
 
 A `Plan` holds the new content of every created, patched or deleted file. `diff()` renders the whole
 change as one unified diff (what `--dry-run` prints; `git apply` accepts it). `apply()` checks that
-nothing changed since planning, writes through temp files, and on any failure restores every touched
-file byte for byte, removes created files and folders and restores deleted ones. Folders that a
-deletion leaves empty are removed (`remove` leaves no empty model folder behind).
+nothing changed since planning and writes the changes as one journaled transaction (`journal.py`):
+on any failure, in this run or after a kill in the next one, every touched file is restored byte for
+byte, created files and folders are removed and deleted ones restored. Folders that a deletion leaves
+empty are removed (`remove` leaves no empty model folder behind).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 import difflib
 import os
 import stat
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omnitts.scaffold import journal
 from omnitts.scaffold.errors import ScaffoldError
 
 CONFLICT_MARKERS = ("<<<<<<< ", ">>>>>>> ")
@@ -55,6 +56,7 @@ class Plan:
     root: Path
     ops: list[FileOp] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
+    command: str = ""  # what the journal names when another run has to settle an interrupted apply
 
     def add(self, op: FileOp) -> None:
         if any(o.rel == op.rel for o in self.ops):
@@ -76,68 +78,15 @@ class Plan:
         return text + (f", {deleted} file(s) deleted" if deleted else "")
 
     def apply(self, *, fail_after: int | None = None) -> list[Path]:
-        """Write every change or none. `fail_after` injects a failure (tests prove the rollback)."""
+        """Write every change or none, as one journaled transaction (`scaffold/journal.py`).
+
+        `fail_after` injects a failure before change i (tests prove the rollback)."""
         changes = self.changes
         for op in changes:
             _check_unchanged(self.root / op.rel, op)
-        backups: list[tuple[Path, bytes | None, int | None]] = []
-        created_dirs: list[Path] = []
-        removed_dirs: list[Path] = []
-        try:
-            for i, op in enumerate(changes):
-                if fail_after is not None and i >= fail_after:
-                    raise OSError(f"injected failure before writing {op.rel}")
-                path = self.root / op.rel
-                exists = path.exists()
-                backups.append((path, path.read_bytes() if exists else None, path.stat().st_mode if exists else None))
-                if op.is_delete:
-                    path.unlink()
-                    continue
-                created_dirs += _make_parents(path.parent)
-                _atomic_write(path, op.new)
-            for op in changes:
-                if op.is_delete:
-                    removed_dirs += _prune_empty_parents(self.root, (self.root / op.rel).parent)
-        except BaseException as exc:
-            for d in removed_dirs:
-                d.mkdir(parents=True, exist_ok=True)
-            for path, data, mode in reversed(backups):
-                if data is None:
-                    path.unlink(missing_ok=True)
-                else:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_bytes(data)
-                    if mode is not None:
-                        os.chmod(path, mode & 0o7777)
-            for d in reversed(created_dirs):
-                try:
-                    d.rmdir()
-                except OSError:
-                    pass
-            if isinstance(exc, OSError):
-                raise ScaffoldError(
-                    f"could not write {exc.filename or ''} ({exc.strerror or exc}); tree restored"
-                ) from exc
-            raise
-        return [self.root / op.rel for op in changes]
-
-
-def _prune_empty_parents(root: Path, directory: Path) -> list[Path]:
-    """Remove `directory` and its parents below `root` while they are empty (bytecode caches count as empty)."""
-    removed = []
-    d = directory
-    while d != root and root in d.parents and d.is_dir():
-        cache = d / "__pycache__"
-        if cache.is_dir() and all(p.suffix == ".pyc" for p in cache.iterdir()):
-            for p in cache.iterdir():
-                p.unlink()
-            cache.rmdir()
-        if any(d.iterdir()):
-            break
-        d.rmdir()
-        removed.append(d)
-        d = d.parent
-    return list(reversed(removed))  # outermost first, so rollback recreates parents first
+        return journal.apply_changes(
+            self.root, [journal.Change(op.rel, op.new) for op in changes], command=self.command, fail_after=fail_after
+        )
 
 
 def _check_unchanged(path: Path, op: FileOp) -> None:
@@ -147,35 +96,6 @@ def _check_unchanged(path: Path, op: FileOp) -> None:
         raise ScaffoldError(f"{op.rel} {state} since the plan was made; nothing written")
     if op.old is not None and not is_writable(path):
         raise ScaffoldError(f"{op.rel} is read-only; nothing written")
-
-
-def _make_parents(directory: Path) -> list[Path]:
-    missing = []
-    d = directory
-    while not d.exists():
-        missing.append(d)
-        d = d.parent
-    for m in reversed(missing):
-        m.mkdir()
-    return list(reversed(missing))  # outermost first, so rollback removes innermost first
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    mode = path.stat().st_mode & 0o777 if path.exists() else None
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".omnitts")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        if mode is not None:
-            os.chmod(tmp, mode)
-        elif path.suffix == ".sh":
-            os.chmod(tmp, 0o755)
-        else:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_for_patch(root: Path, rel: str) -> str:

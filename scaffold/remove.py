@@ -9,6 +9,7 @@ model) is refused when anything outside what `remove` deletes still refers to it
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -158,25 +159,29 @@ def _refuse_leftovers(
                 )
 
 
-def plan_remove(profile: LayoutProfile, name: str, *, parallel: bool = True) -> Plan:
+def plan_remove(profile: LayoutProfile, name: str, *, parallel: bool = True, force: bool = False) -> Plan:
+    """Remove what `new` created for `name`. `force` skips the shape checks (`_refuse_unscaffolded`); the
+    leftovers check always runs, so a package the tree still uses is never removed."""
     check_identifier(name, "model name")
     index = TreeIndex(profile)
     integ, files = integration_from_tree(index, name)
+    if not force:
+        _refuse_unscaffolded(index, integ)
     plan = Plan(profile.root)
     for rel in files:
-        plan.add(
-            FileOp(
-                rel,
-                None,
-                old=read_for_patch(profile.root, rel)
+        try:
+            old = (
+                read_for_patch(profile.root, rel)
                 if rel.endswith(".py")
-                else (profile.root / rel).read_text(encoding="utf-8"),
-                reason="deleted",
+                else (profile.root / rel).read_text(encoding="utf-8")
             )
-        )
+        except UnicodeDecodeError:
+            raise ScaffoldError(f"{rel} is not UTF-8 text, which new never writes; remove refuses it") from None
+        plan.add(FileOp(rel, None, old=old, reason="deleted"))
     results = run_patches(profile, inverse_patches(profile, integ), parallel=parallel)
     new_shared = {rel: new for rel, _, new in results}
     _refuse_leftovers(profile, integ, new_shared, set(files))
+    _refuse_tree_references(profile, integ, new_shared, set(files))
     for rel, old, new in results:
         plan.add(FileOp(rel, new, old=old, reason="patch reversed"))
     _remove_hub_edits(plan, profile, integ)
@@ -194,3 +199,139 @@ def _remove_hub_edits(plan: Plan, profile: LayoutProfile, integ: Integration) ->
         title = hub_readme.section_title_of(old, integ.name)
         new = hub_readme.remove_section(hub_readme.remove_table_row(old, title, rel), title, rel)
         plan.add(FileOp(rel, new, old=old, reason="hub README"))
+
+
+# -- what `new` can have created -------------------------------------------------------------------------
+
+OVERRIDE = "--force removes it anyway when nothing else in the tree refers to it"
+
+
+def _model_files(root: Path, name: str) -> set[str]:
+    base = root / layout.MODELS / name
+    return {p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+
+
+def scaffold_shapes(name: str) -> dict[str, set[str]]:
+    """Pattern -> the files `new --pattern` writes into `models/<name>/` (read from the templates' paths)."""
+    from omnitts.scaffold.naming import PATTERNS
+    from omnitts.scaffold.render import templates_root
+
+    placeholder = "{{cookiecutter.name}}"
+    shared = templates_root() / "shared" / placeholder / layout.MODELS / placeholder
+    shapes = {}
+    for pattern in PATTERNS:
+        folder = templates_root() / "patterns" / pattern / placeholder / "models" / placeholder
+        files = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+        files |= {p.relative_to(shared).as_posix() for p in shared.rglob("*") if p.is_file()}
+        shapes[pattern] = {f.replace(placeholder, name) for f in files}
+    return shapes
+
+
+def _like_shaped(root: Path, name: str, files: set[str]) -> str | None:
+    """The in-tree model whose folder, renamed, has exactly these files (what `new --like` copied), if any."""
+    from omnitts.scaffold.like import Renamer
+
+    for other in sorted(p.name for p in (root / layout.MODELS).iterdir() if p.is_dir()):
+        if other == name or not (root / layout.MODELS / other / "pipeline.py").is_file():
+            continue
+        rename = Renamer(((other, name),))
+        if {rename(f) for f in _model_files(root, other)} == files:
+            return other
+    return None
+
+
+def _refuse_unscaffolded(index: TreeIndex, integ: Integration) -> None:
+    """Refuse a folder `new` cannot have created: a shared package, an upstream model, a model grown by hand.
+
+    `new` (and `--like`) always write `pipeline.py`, a registry entry and a pipeline-registry entry that
+    point into the folder, and exactly the files of a pattern (or of the copied model); anything else
+    was written by someone else, and deleting it would lose their work."""
+    root, name, folder = index.root, integ.name, f"{layout.MODELS}/{integ.name}/"
+    if not (root / folder / "pipeline.py").is_file():
+        raise ScaffoldError(
+            f"{folder} has no pipeline.py: it is a shared package or a model omnitts-scaffold new did not create;"
+            f" remove refuses it ({OVERRIDE})"
+        )
+    missing = [
+        what for what, points in (("registry", integ.registry), ("pipeline registry", integ.pipelines)) if not points
+    ]
+    if missing:
+        raise ScaffoldError(
+            f"{folder} has no {' or '.join(missing)} entry of its own, which new always writes: not a model"
+            f" omnitts-scaffold new created; remove refuses it ({OVERRIDE})"
+        )
+    files = _model_files(root, name)
+    shapes = scaffold_shapes(name)
+    if any(files == shape for shape in shapes.values()) or _like_shaped(root, name, files):
+        return
+    closest = min(shapes.values(), key=lambda shape: len(shape ^ files))
+    extra, missing_files = sorted(files - closest), sorted(closest - files)
+    detail = f"files new does not write: {', '.join(extra[:3])}" if extra else ""
+    detail += ("; " if extra and missing_files else "") + (
+        f"missing: {', '.join(missing_files[:3])}" if missing_files else ""
+    )
+    raise ScaffoldError(
+        f"{folder} does not have the files of a scaffolded model ({detail}): an upstream model or one grown by"
+        f" hand; remove refuses it ({OVERRIDE})"
+    )
+
+
+TEXT_SUFFIXES = {".py", ".pyi", ".yaml", ".yml", ".md", ".sh", ".json", ".toml", ".cfg", ".ini", ".txt", ".rst"}
+_SKIP_DIRS = {".git", "__pycache__", ".omnitts-journal", "node_modules", ".venv"}
+
+
+def _tree_patterns(integ: Integration) -> re.Pattern:
+    name = re.escape(integ.name)
+    alternatives = [
+        rf"(?P<module>\bmodels[./]{name}\b)",
+        rf"(?P<adapter>\btts_adapters[./]{name}\b)",
+        rf"(?P<type>[\"']{re.escape(integ.model_type)}[\"'])",
+        rf"(?P<constant>\b{re.escape(stage_constant_name(integ.upper))}\b)",
+    ]
+    alternatives += [rf"(?P<arch{i}>\b{re.escape(arch)}\b)" for i, (arch, *_) in enumerate(integ.registry)]
+    return re.compile("|".join(alternatives))
+
+
+def _refuse_tree_references(
+    profile: LayoutProfile, integ: Integration, new_shared: dict[str, str], deleted: set[str]
+) -> None:
+    """Anything in the whole tree (imports, tests, docs, configs) that still names the model after removal:
+    the folder is shared or wired by hand, and removing it would break what names it. Refuse, change nothing."""
+    root = profile.root
+    pattern = _tree_patterns(integ)
+    sibling_import = re.compile(
+        rf"^\s*from\s+\.+{re.escape(integ.name)}\b|^\s*from\s+\.+\s+import\s+.*\b{re.escape(integ.name)}\b", re.M
+    )
+    first = None
+    for directory, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
+        for filename in sorted(filenames):
+            path = Path(directory) / filename
+            rel = path.relative_to(root).as_posix()
+            if rel in deleted or path.suffix not in TEXT_SUFFIXES:
+                continue
+            text = new_shared.get(rel)
+            if text is None:
+                try:
+                    text = path.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError):
+                    continue
+            match = pattern.search(text)
+            if (match is None or match.lastgroup != "module") and rel.startswith(f"{layout.MODELS}/"):
+                match = sibling_import.search(text) or match
+            if match is None:
+                continue
+            found = (rel, text.count("\n", 0, match.start()) + 1, match.group(0).strip())
+            if match.lastgroup in ("module", None):  # an import (or a path) says the most: report it
+                first = found
+                break
+            first = first or found
+        else:
+            continue
+        break
+    if first:
+        rel, line, what = first
+        raise ScaffoldError(
+            f"{rel}:{line} still refers to {integ.name} ({what}) after removal: the tree uses it (a shared"
+            " package or a model wired by hand); remove only deletes what nothing else names, nothing changed"
+        )

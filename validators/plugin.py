@@ -21,6 +21,8 @@ import pytest
 
 CHECK_MARK = "omnitts_check"
 MODEL_PARAM = "omnitts_model"  # the parametrised fixture that carries the model name (validators/checks/conftest.py)
+# The engine tier's options (--engine) and fixtures live in their own module.
+pytest_plugins = ("omnitts.validators.engine.pytest_options",)
 
 
 @dataclass
@@ -170,7 +172,9 @@ def pytest_configure(config):
         # keep all checks of one model on one worker so they share its runs
         if getattr(config.option, "dist", "no") == "load":
             config.option.dist = "loadgroup"
-    if state.models and not hasattr(config, "workerinput"):
+    # The engine tiers bring their own vLLM (the cached engine environment): this process needs none.
+    harness_tier = config.getoption("omnitts_engine", "harness") == "harness"
+    if state.models and harness_tier and not hasattr(config, "workerinput"):
         from omnitts.validators import requirements
 
         problem = requirements.missing(

@@ -56,6 +56,9 @@ class LayoutProfile:
     adapter_token_bounds: bool
     # serving_speech._resolve_ref_audio returns (wav, sr, cache_key) (0.28+) instead of (wav, sr).
     ref_audio_cache_key: bool
+    # Omni.generate() yields OmniRequestOutput subclassing vLLM's RequestOutput (0.28+: `.outputs` on it) rather
+    # than a wrapper whose `.request_output` holds the RequestOutput.
+    flat_request_output: bool = False
 
     @property
     def points(self) -> tuple[Point, ...]:
@@ -104,6 +107,15 @@ def _refusal(files, version: str | None) -> str:
     )
 
 
+def _flat_request_output(root: Path) -> bool:
+    """True where the release's OmniRequestOutput is itself a vLLM RequestOutput (read from its class bases)."""
+    for rel in (f"{L.PKG}/outputs/__init__.py", f"{L.PKG}/outputs.py"):
+        source = L.read_text(root / rel)
+        if source:
+            return re.search(r"^class OmniRequestOutput\((\w+\.)?RequestOutput\)", source, re.M) is not None
+    return False
+
+
 def detect_profile(root: Path) -> LayoutProfile:
     """Detect the layout era of the vLLM-Omni tree at ``root``; refuse what is not a tree or not supported."""
     root = Path(root).resolve()
@@ -128,6 +140,7 @@ def detect_profile(root: Path) -> LayoutProfile:
         ref_audio_cache_key=bool(
             re.search(r"def _resolve_ref_audio\(self[^)]*\)\s*->\s*tuple\[.*,\s*str\]:", files.serving)
         ),
+        flat_request_output=_flat_request_output(root),
     )
 
 

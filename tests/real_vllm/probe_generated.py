@@ -18,7 +18,9 @@ def probe(tree: Path, name: str, pattern: str) -> dict:
     from vllm_omni.model_executor.models.output_templates import OmniOutput
     from vllm_omni.model_executor.models.registry import _OMNI_MODELS, OmniModelRegistry
 
-    from omnitts.reference_models import driver
+    from omnitts.knowledge.layout import tree_version
+    from omnitts.validators.runtime.harness import Engine
+    from omnitts.validators.runtime.subject import RequestPlan, RuntimeSubject, StageSpec
 
     result: dict = {"name": name, "pattern": pattern}
     package = importlib.import_module(f"vllm_omni.model_executor.models.{name}")
@@ -51,19 +53,47 @@ def probe(tree: Path, name: str, pattern: str) -> dict:
 
     torch.manual_seed(0)
     by_module = {cls.__module__.rsplit(".", 1)[-1]: cls for cls in classes.values()}
-    records = driver.make_requests(["hello from real vllm", "second request"], config.encode_text)
-    engine = driver.EngineConfig(async_chunk=True, codec_chunk_frames=4, codec_left_context_frames=2)
     if pattern == "two-stage":
-        talker = by_module[f"{name}_talker"](config=config)
-        code2wav = by_module[f"{name}_code2wav"](config=config)
+        classes_in_order = [by_module[f"{name}_talker"], by_module[f"{name}_code2wav"]]
         processor = importlib.import_module(f"vllm_omni.model_executor.stage_input_processors.{name}")
-        driver.run_two_stage(talker, code2wav, processor, records, engine)
-        final_model = code2wav
     else:
-        final_model = next(iter(classes.values()))(config=config)
-        driver.run_single_stage(final_model, records, engine)
-    result["audio_samples"] = [int(torch.as_tensor(r.final_output["audio"]).numel()) for r in records]
-    result["sr"] = [int(torch.as_tensor(r.final_output["sr"]).reshape(-1)[-1]) for r in records]
+        classes_in_order = [next(iter(classes.values()))]
+        processor = None
+    last = len(classes_in_order) - 1
+    stages = [
+        StageSpec(
+            stage_id=i,
+            model_stage=str(getattr(cls, "model_stage", cls.__name__)),
+            execution="ar" if i == 0 else "generation",
+            factory=lambda cls=cls: cls(config=config),
+            engine_output_type="latent" if i < last else "audio",
+            final_output=i == last,
+            cls=cls,
+            config=config,
+        )
+        for i, cls in enumerate(classes_in_order)
+    ]
+    subject = RuntimeSubject(
+        name=name,
+        pattern=pattern,
+        release=tree_version(tree) or "0.20.0",
+        stages=stages,
+        prompts=[],
+        sample_rate=int(config.sample_rate),
+        eos_token_id=int(config.eos_token_id),
+        async_chunk_fn=getattr(processor, "talker2code2wav_async_chunk", None),
+        sync_fn=getattr(processor, "talker2code2wav", None),
+        connector_extra={"codec_chunk_frames": 4, "codec_left_context_frames": 2},
+    )
+    texts = ["hello from real vllm", "second request"]
+    plans = [
+        RequestPlan(f"req-{i}", list(config.encode_text(t)), {"text": [t]}, max_tokens=512) for i, t in enumerate(texts)
+    ]
+    engine = Engine(subject, device="cpu")  # the harness: the one runner omnitts steps models with
+    final_model = engine.models[-1]
+    records = engine.run(plans, "real-vllm probe").in_order(plans)
+    result["audio_samples"] = [int(torch.as_tensor(r.offline["audio"]).numel()) for r in records]
+    result["sr"] = [int(torch.as_tensor(r.offline["sr"]).reshape(-1)[-1]) for r in records]
 
     # One direct forward step: it must return the real OmniOutput with model_outputs.
     if pattern == "two-stage":

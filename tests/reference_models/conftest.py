@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
+
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)  # served_outputs.py, by plain name
 
 DEVICE = os.environ.get("OMNITTS_DEVICE", "cpu")
 TEXTS = ["hello world", "The quick brown fox.", "hi"]
@@ -61,7 +67,8 @@ def references(device):
 
 @pytest.fixture(scope="session")
 def served(device):
-    """(subject name, variant) -> records of TEXTS served concurrently with staggered arrivals (memoised)."""
+    """(subject name, variant) -> harness results (``RequestResult``) of TEXTS served concurrently with staggered
+    arrivals (memoised)."""
     from omnitts.reference_models.catalog import get_subject
 
     cache: dict[tuple, list] = {}

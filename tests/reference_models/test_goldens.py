@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from served_outputs import final_value, upstream_codes
 
 from omnitts.reference_models import goldens
 from omnitts.reference_models.catalog import get_subject
@@ -47,16 +48,15 @@ def test_served_matches_golden(model, served):
     pattern = get_subject(model).pattern
     outputs = []
     for record in served(model):
-        entry = {"num_frames": 0, "waveform": goldens.waveform_fingerprint(record.stream)}
+        entry = {"num_frames": 0, "waveform": goldens.waveform_fingerprint(record.stream_audio)}
         if pattern == "two-stage":
-            codes = record.stage0_output["codes"]["audio"]
-            codes = codes[(codes >= 0).all(dim=1)]
+            codes = upstream_codes(record)
             entry.update(num_frames=codes.shape[0], codes=codes.tolist())
         elif pattern == "single-stage":
-            codes = record.final_output["codes"]["audio"]
+            codes = final_value(record, "codes.audio")
             entry.update(num_frames=codes.shape[0], codes=codes.tolist())
         else:
-            latents = record.final_output["latent"]
+            latents = final_value(record, "latent")
             entry.update(
                 num_frames=latents.shape[0] // get_subject(model).make_config().patch_size,
                 latents=goldens.waveform_fingerprint(latents),

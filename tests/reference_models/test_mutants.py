@@ -9,9 +9,10 @@ import sys
 import pytest
 import torch
 
-from omnitts.reference_models import driver
 from omnitts.reference_models.catalog import apply_patches, base_files, get_subject, list_models
 from omnitts.reference_models.mutants import MUTANTS
+from omnitts.validators.runtime.harness import Engine
+from omnitts.validators.runtime.syncspy import SyncSpy
 
 # ------------------------------------------------------------------------------------------ declared, not copy-pasted
 
@@ -92,15 +93,17 @@ def _served_pair(served, name: str, **overrides):
 
 def test_truncation_streams_less_audio_than_offline(served):
     for bad, good in zip(*_served_pair(served, "ref_two_stage@truncation"), strict=True):
-        assert bad.stream.numel() < good.stream.numel()
+        assert bad.stream_audio.numel() < good.stream_audio.numel()
     offline = served("ref_two_stage@truncation", async_chunk=False)
-    assert all(o.stream.numel() == g.stream.numel() for o, g in zip(offline, served("ref_two_stage"), strict=True))
+    assert all(
+        o.stream_audio.numel() == g.stream_audio.numel() for o, g in zip(offline, served("ref_two_stage"), strict=True)
+    )
 
 
 def test_two_stage_replay_streams_more_audio_than_offline(served):
     offline = served("ref_two_stage@replay", async_chunk=False)
     for streamed, whole in zip(served("ref_two_stage@replay"), offline, strict=True):
-        assert streamed.stream.numel() > whole.stream.numel()
+        assert streamed.stream_audio.numel() > whole.stream_audio.numel()
 
 
 def test_early_return_step_has_no_model_outputs(device):
@@ -129,37 +132,29 @@ def test_early_return_step_has_no_model_outputs(device):
 def test_host_sync_mutants_sync_in_the_hot_loop(name, device, texts):
     """More host reads than the correct model's budget (0, or 1 per request and step for the generator)."""
     subject = get_subject(name)
-    spy = driver.HostSyncSpy()
+    spy = SyncSpy(subject.source_files, device=device)
     records = subject.run([texts[2], texts[0]], device, arrival_steps=[0, 1], spy=spy)
-    request_steps = sum(len(r.output_token_ids) for r in records)
-    assert spy.count() > subject.host_syncs_per_request_step * request_steps, spy.events[:3]
+    request_steps = sum(len(r.tokens) for r in records)
+    assert spy.report.total > subject.host_syncs_per_request_step * request_steps, spy.report.summary()
 
 
 def test_buffer_view_frames_are_overwritten_by_the_next_step(device, texts):
     subject = get_subject("ref_two_stage@buffer-view")
-    talker = subject.build(device)[0]
-    runner = driver.ARStageRunner(talker)
-    record = driver.make_requests(texts[:1], talker.config.encode_text)[0]
-    kept = []
-    for _ in range(3):
-        result = runner.execute([record], set())
-        record.output_token_ids.append(result.tokens[0])
-        frame = result.payloads[0]["codes"]["audio"]
-        kept.append((frame, frame.clone()))
-    assert not all(torch.equal(frame, copy) for frame, copy in kept)
+    run = Engine(subject.runtime(device), device=device, check_aliasing=True).run(subject.plans(texts[:1]))
+    assert any("codes.audio" in v and "changed in place" in v for v in run.alias_violations), run.alias_violations
 
 
-def test_buffer_view_corrupts_the_consolidated_codes(device, served, references):
-    """Offline (non-async) decoding reads the frames the engine kept by reference: they all became one frame."""
-    if not device == "cpu":
-        pytest.skip("on CUDA the runner copies each step's payload to the CPU before the aliasing can bite")
-    records = served("ref_two_stage@buffer-view", async_chunk=False)
-    bad = [
-        r
-        for r, ref in zip(records, references("ref_two_stage"), strict=True)
-        if r.stream.shape != ref.waveform.shape or not torch.allclose(r.stream, ref.waveform, atol=1e-4)
-    ]
-    assert bad
+def test_buffer_view_is_seen_by_the_aliasing_check_not_by_the_audio(device, texts, references):
+    """Without async chunk, stage 0's frames are consolidated after the request finished. The runner's per-request
+    payload split copies list items (``to_payload_element``), so the audio still equals the reference: only the
+    aliasing check (I5) sees the frames change after they were returned."""
+    subject = get_subject("ref_two_stage@buffer-view")
+    engine = Engine(subject.runtime(device), device=device, async_chunk=False, check_aliasing=True)
+    plans = subject.plans(texts)
+    run = engine.run(plans)
+    assert any("codes.audio" in v for v in run.alias_violations)
+    for result, ref in zip(run.in_order(plans), references("ref_two_stage"), strict=True):
+        torch.testing.assert_close(result.stream_audio, ref.waveform, atol=1e-4, rtol=0)
 
 
 def test_wrong_device_decodes_away_from_the_decoder(device):
@@ -177,7 +172,7 @@ def test_wrong_device_decodes_away_from_the_decoder(device):
 def test_wrong_hop_streams_more_audio_than_offline(served):
     offline = served("ref_two_stage@wrong-hop", async_chunk=False)
     for streamed, whole in zip(served("ref_two_stage@wrong-hop"), offline, strict=True):
-        assert streamed.stream.numel() > whole.stream.numel()
+        assert streamed.stream_audio.numel() > whole.stream_audio.numel()
 
 
 def test_break_first_silences_all_but_the_first_window(device, texts):
@@ -187,13 +182,13 @@ def test_break_first_silences_all_but_the_first_window(device, texts):
         for name in ("ref_two_stage@break-first", "ref_two_stage")
     ]
     bad, good = runs
-    assert bad[0].stream.numel() == good[0].stream.numel()
-    assert any(b.stream.numel() < g.stream.numel() for b, g in zip(bad[1:], good[1:], strict=True))
+    assert bad[0].stream_audio.numel() == good[0].stream_audio.numel()
+    assert any(b.stream_audio.numel() < g.stream_audio.numel() for b, g in zip(bad[1:], good[1:], strict=True))
 
 
 def test_max_num_seqs_1_serialises_concurrent_requests(device, texts):
     subject = get_subject("ref_two_stage@max-num-seqs-1")
-    assert subject.engine_config().max_num_seqs == 1 and subject.stage_deploy(1)["max_num_seqs"] == 1
+    assert subject.runtime(device).max_num_seqs == (1, 1) and subject.stage_deploy(1)["max_num_seqs"] == 1
     records = subject.run(texts, device)  # all three arrive together
     good = get_subject("ref_two_stage").run(texts, device)
     assert records[1].first_audio_step > records[0].finish_step
@@ -202,7 +197,7 @@ def test_max_num_seqs_1_serialises_concurrent_requests(device, texts):
 
 def test_replay_streams_more_audio_than_offline(served, references):
     for record, ref in zip(served("ref_single_stage@replay"), references("ref_single_stage"), strict=True):
-        assert record.stream.numel() > ref.waveform.numel()
+        assert record.stream_audio.numel() > ref.waveform.numel()
 
 
 @pytest.mark.parametrize(
@@ -213,10 +208,10 @@ def test_batch_mutants_differ_under_concurrency_only(name, device, texts, served
     solo = [subject.run([text], device)[0] for text in texts]
     good = served(subject.model)
     for alone, reference in zip(solo, good, strict=True):  # alone, each request is fine ...
-        torch.testing.assert_close(alone.stream, reference.stream, atol=1e-4, rtol=0)
+        torch.testing.assert_close(alone.stream_audio, reference.stream_audio, atol=1e-4, rtol=0)
     together = served(name)  # ... together they are not
     assert any(
-        a.stream.shape != b.stream.shape or not torch.allclose(a.stream, b.stream, atol=1e-4)
+        a.stream_audio.shape != b.stream_audio.shape or not torch.allclose(a.stream_audio, b.stream_audio, atol=1e-4)
         for a, b in zip(together, good, strict=True)
     )
 
@@ -224,7 +219,7 @@ def test_batch_mutants_differ_under_concurrency_only(name, device, texts, served
 def test_batch_flag_keeps_finished_requests_alive(served):
     bad, good = _served_pair(served, "ref_single_stage@batch-flag", max_tokens=16)
     assert bad[2].finish_step > good[2].finish_step  # the short request waits for the batch
-    assert bad[2].stream.numel() > good[2].stream.numel()  # and its recreated generator replays audio
+    assert bad[2].stream_audio.numel() > good[2].stream_audio.numel()  # and its recreated generator replays audio
 
 
 def test_abort_leak_keeps_the_aborted_generator(device, texts):
@@ -233,7 +228,7 @@ def test_abort_leak_keeps_the_aborted_generator(device, texts):
         (model,) = subject.build(device)
         records = subject.run(texts, device, abort_steps={0: 2}, stages=(model,))
         assert records[0].aborted
-        assert (records[0].scheduler_id in model._stream_gens) is leaked
+        assert (records[0].stage_ids[0] in model._stream_gens) is leaked
 
 
 def test_state_leak_keeps_every_request(device, texts, arrivals):
@@ -260,6 +255,7 @@ def test_optional_import_breaks_import_without_the_package(monkeypatch):
 
 def test_consolidation_skipping_audio_leaves_offline_consumers_a_chunk_list(served):
     for record in served("ref_single_stage@consolidation-skips-audio"):
-        assert isinstance(record.offline, list) and len(record.offline) == len(record.stream_chunks)
-        last = record.offline[-1]  # what code reading the final value as the waveform gets
-        assert last.numel() < record.stream.numel()
+        offline = record.offline["audio"]
+        assert isinstance(offline, list) and len(offline) == len(record.deltas)
+        last = offline[-1]  # what code reading the final value as the waveform gets
+        assert last.numel() < record.stream_audio.numel()

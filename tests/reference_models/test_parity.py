@@ -1,4 +1,4 @@
-"""Parity: the served integration (stepped by the miniature engine, concurrent requests) equals the HF-style
+"""Parity: the served integration (stepped by the harness, concurrent requests) equals the HF-style
 reference: identical greedy codes (two-stage, single-stage) or identical frame count and latents within tolerance
 (native-ar), and waveforms within ``atol`` (1e-5 on CPU, 1e-4 on CUDA)."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from served_outputs import final_value, upstream_codes
 
 from omnitts.reference_models.catalog import get_subject
 
@@ -14,38 +15,37 @@ MODELS = ["ref_two_stage", "ref_single_stage", "ref_native_ar"]
 
 def _codes(record, pattern: str) -> torch.Tensor:
     if pattern == "two-stage":
-        codes = record.stage0_output["codes"]["audio"]
-        return codes[(codes >= 0).all(dim=1)]
-    return record.final_output["codes"]["audio"]
+        return upstream_codes(record)
+    return final_value(record, "codes.audio")
 
 
-def _check(records, references, pattern: str, atol: float) -> None:
-    for record, ref in zip(records, references, strict=True):
+def _check(texts, records, references, pattern: str, atol: float) -> None:
+    for text, record, ref in zip(texts, records, references, strict=True):
         assert record.finished and not record.aborted
         if pattern == "native-ar":
-            latents = record.final_output["latent"]
-            assert latents.shape == ref.latents.shape, f"{record.text!r}: frame count differs"
+            latents = final_value(record, "latent")
+            assert latents.shape == ref.latents.shape, f"{text!r}: frame count differs"
             torch.testing.assert_close(latents, ref.latents, atol=atol, rtol=0)
         else:
-            assert torch.equal(_codes(record, pattern), ref.codes), f"{record.text!r}: greedy codes differ"
-        assert record.stream.shape == ref.waveform.shape, (
-            f"{record.text!r}: {record.stream.shape} vs {ref.waveform.shape}"
-        )
-        torch.testing.assert_close(record.stream, ref.waveform, atol=atol, rtol=0)
-        assert isinstance(record.offline, torch.Tensor)
-        torch.testing.assert_close(record.offline, record.stream, atol=0, rtol=0)
+            assert torch.equal(_codes(record, pattern), ref.codes), f"{text!r}: greedy codes differ"
+        stream = record.stream_audio
+        assert stream.shape == ref.waveform.shape, f"{text!r}: {stream.shape} vs {ref.waveform.shape}"
+        torch.testing.assert_close(stream, ref.waveform, atol=atol, rtol=0)
+        offline = final_value(record, "audio")
+        assert isinstance(offline, torch.Tensor)
+        torch.testing.assert_close(offline.reshape(-1), stream, atol=0, rtol=0)
         assert record.steps_without_model_outputs == 0
-        assert int(record.final_output["sr"]) == ref.sample_rate
+        assert record.sample_rate == ref.sample_rate
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_served_equals_reference(model, served, references, atol):
-    _check(served(model), references(model), get_subject(model).pattern, atol)
+def test_served_equals_reference(model, texts, served, references, atol):
+    _check(texts, served(model), references(model), get_subject(model).pattern, atol)
 
 
-def test_two_stage_without_async_chunk_equals_reference(served, references, atol):
+def test_two_stage_without_async_chunk_equals_reference(texts, served, references, atol):
     """Non-async path: talker2code2wav decodes each request's consolidated codes at once."""
-    _check(served("ref_two_stage", async_chunk=False), references("ref_two_stage"), "two-stage", atol)
+    _check(texts, served("ref_two_stage", async_chunk=False), references("ref_two_stage"), "two-stage", atol)
 
 
 def test_two_stage_chunked_decoding_matches_full_decoding(device, atol):
@@ -58,7 +58,8 @@ def test_two_stage_chunked_decoding_matches_full_decoding(device, atol):
     )
     codes = codes.to(device)
     full = code2wav.decoder(codes[None])[0]
-    chunk, left = subject.engine_config().codec_chunk_frames, subject.engine_config().codec_left_context_frames
+    extra = subject.runtime(device).connector_extra
+    chunk, left = int(extra["codec_chunk_frames"]), int(extra["codec_left_context_frames"])
     pieces = []
     for start in range(0, codes.shape[1], chunk):
         context = min(left, start)

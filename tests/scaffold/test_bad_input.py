@@ -9,7 +9,7 @@ import pytest
 from omnitts.knowledge.eras import detect_profile
 from omnitts.scaffold.cli import main
 from omnitts.scaffold.errors import ScaffoldError
-from omnitts.scaffold.naming import make_names
+from omnitts.scaffold.naming import MAX_NAME_LENGTH, make_names
 from omnitts.scaffold.new import plan_new
 
 SERVING = "vllm_omni/entrypoints/openai/serving_speech.py"
@@ -98,3 +98,32 @@ def test_failure_during_apply_restores_every_byte(work_tree, hash_tree):
             plan.apply(fail_after=fail_after)
         assert hash_tree(root) == before
     assert not (root / "vllm_omni/model_executor/models/roll_tts").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["registry", "--pattern", "two-stage"], "vllm_omni/model_executor/models/registry.py already exists"),
+        (["utils", "--pattern", "single-stage"], "vllm_omni/model_executor/models/utils.py already exists"),
+        (["common", "--pattern", "native-ar"], "vllm_omni/model_executor/models/common already exists"),
+        (["registry", "--like", "qwen3_tts"], "models/registry.py already exists: the model name 'registry' would"),
+        (["base", "--pattern", "two-stage"], "tts_adapters/base.py already exists"),
+        (["my_tts\n", "--pattern", "two-stage"], "not a valid lower_snake_case Python identifier"),
+        (["my_tts\t", "--pattern", "two-stage"], "not a valid lower_snake_case Python identifier"),
+        (["a" * 300, "--pattern", "two-stage"], "model name of 300 characters is too long: at most 64"),
+        (["my_tts", "--pattern", "two-stage", "--model-type", "t" * 65], "model type of 65 characters is too long"),
+    ],
+)
+def test_names_are_checked_against_the_tree(work_tree, hash_tree, capsys, argv, match):
+    _refused(capsys, work_tree("0.30.0"), hash_tree, *argv, match=match)
+
+
+def test_the_longest_name_fits_every_derived_file_name(work_tree, hash_tree, capsys):
+    """64 characters, in the sdist tree (examples, tests): written, then removed byte for byte."""
+    root = work_tree("0.20.0")
+    before = hash_tree(root)
+    name = "n" * MAX_NAME_LENGTH
+    assert main(["new", name, "--pattern", "two-stage", "--target", str(root)]) == 0
+    assert (root / f"tests/model_executor/models/{name}/test_{name}_streaming_contract.py").is_file()
+    assert main(["remove", name, "--target", str(root)]) == 0
+    assert hash_tree(root) == before

@@ -30,7 +30,7 @@ def test_new_then_remove_is_byte_identical(work_tree, hash_tree, capsys, version
     assert "file(s) deleted" in capsys.readouterr().err
     assert hash_tree(root) == before
     assert not (root / "vllm_omni/model_executor/models" / name).exists()
-    assert main(["remove", name, "--target", str(root)]) == 2  # nothing left: the folder is gone
+    assert main(["remove", *name.split(), "--target", str(root)]) == 2  # nothing left: the folder is gone
 
 
 @pytest.mark.parametrize("version", ["0.18.0", "0.20.0", "0.26.0", "0.30.0"])
@@ -92,9 +92,10 @@ def test_failure_during_remove_restores_every_byte(work_tree, hash_tree):
 @pytest.mark.parametrize(
     ("version", "name", "match"),
     [
-        ("0.30.0", "qwen3_tts", "still refers to qwen3_tts"),
-        ("0.20.0", "fish_speech", "still refers to fish_speech"),
-        ("0.24.0", "voxcpm2", "still refers to voxcpm2"),
+        ("0.30.0", "qwen3_tts", "does not have the files of a scaffolded model"),
+        ("0.30.0", "qwen3_tts --force", "still refers to qwen3_tts"),
+        ("0.20.0", "fish_speech --force", "still refers to fish_speech"),
+        ("0.24.0", "voxcpm2 --force", "still refers to voxcpm2"),
         ("0.30.0", "no_such_model", "no model folder"),
         ("0.30.0", "Bad-Name", "not a valid lower_snake_case"),
     ],
@@ -104,7 +105,7 @@ def test_hand_wired_or_unknown_models_are_refused_with_the_tree_unchanged(
 ):
     root = work_tree(version)
     before = hash_tree(root)
-    assert main(["remove", name, "--target", str(root)]) == 2
+    assert main(["remove", *name.split(), "--target", str(root)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and match in err, err
     assert hash_tree(root) == before

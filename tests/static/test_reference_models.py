@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from omnitts.validators import checkids
 from omnitts.validators.static import api
 
 catalog = pytest.importorskip("omnitts.reference_models.catalog")
@@ -27,7 +28,7 @@ def _lint(subject):
 
 
 def _expected(name, subject) -> set[str]:
-    rules = {c.split(":", 1)[1] for c in subject.expected_checks if c.startswith("static:")}
+    rules = set(checkids.rule_ids(subject.expected_checks))
     if name in ALSO_STATIC:
         rules.add(ALSO_STATIC[name])
     return rules

@@ -11,6 +11,7 @@ import os
 
 import pytest
 
+from omnitts.validators.checkids import require
 from omnitts.validators.plugin import CHECK_MARK, MODEL_PARAM, STATE, option
 
 
@@ -93,7 +94,8 @@ def record(request):
         if payload:
             request.node.user_properties.append(("omnitts_metrics", _jsonable(payload)))
         if extra_checks:
-            request.node.user_properties.append(("omnitts_extra", dict(extra_checks)))
+            # ticks are ids of the one vocabulary (omnitts.validators.checkids): an unknown id fails the check
+            request.node.user_properties.append(("omnitts_extra", {require(k): v for k, v in extra_checks.items()}))
 
     return _record
 
@@ -108,7 +110,7 @@ def _omnitts_tag(request):
     from omnitts.validators.runtime.memory import MemoryProbe
 
     model = request.getfixturevalue(MODEL_PARAM)
-    request.node.user_properties.append(("omnitts_check", {"check": mark.args[0], "model": model}))
+    request.node.user_properties.append(("omnitts_check", {"check": require(mark.args[0]), "model": model}))
     request.getfixturevalue("omnitts_options")  # pins the GPU before the first check of this process
     placement = request.config.stash.get(PLACEMENT, None)
     if placement is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from omnitts.validators import checkids
 from omnitts.validators.runtime.diagnose import compare
 from omnitts.validators.runtime.scenarios import compositions
 
@@ -30,7 +31,7 @@ def _boundary_errors(chunked: list[torch.Tensor], full: torch.Tensor, tol: dict)
     return out
 
 
-@pytest.mark.omnitts_check("chunk.boundaries")
+@pytest.mark.omnitts_check(checkids.CHUNK_BOUNDARIES)
 def test_async_chunk_equals_full_decode(ctx, record):
     sub = ctx.subject
     if not sub.two_stage:

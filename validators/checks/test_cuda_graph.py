@@ -8,6 +8,7 @@ import time
 import pytest
 import torch
 
+from omnitts.validators import checkids
 from omnitts.validators.runtime.scenarios import compositions
 
 pytestmark = pytest.mark.usefixtures("omnitts_model")
@@ -17,7 +18,7 @@ def _stage0_seconds(run) -> float:
     return sum(s.seconds for s in run.steps if s.stage == 0 and s.steady)
 
 
-@pytest.mark.omnitts_check("cuda_graph.replay")
+@pytest.mark.omnitts_check(checkids.CUDA_GRAPH_REPLAY)
 def test_cuda_graph_matches_eager(ctx, record):
     if ctx.options.device != "cuda":
         pytest.skip("CUDA-graph check needs --device cuda")

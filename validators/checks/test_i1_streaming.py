@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from omnitts.validators import checkids
 from omnitts.validators.runtime.diagnose import compare, detect_replay
 from omnitts.validators.runtime.scenarios import declared_semantics, frames_for, offline_audio
 
@@ -15,7 +16,7 @@ def _fail(lines: list[str], head: str):
     pytest.fail(head + "\n  " + "\n  ".join(lines), pytrace=False)
 
 
-@pytest.mark.omnitts_check("i1.stream_equals_offline")
+@pytest.mark.omnitts_check(checkids.I1_STREAM_EQUALS_OFFLINE)
 def test_i1_stream_equals_offline(ctx, record):
     """Concatenated per-step deltas == the offline output of the release's consolidation (bit-exact)."""
     sub = ctx.subject
@@ -51,7 +52,7 @@ def test_i1_stream_equals_offline(ctx, record):
         _fail(problems, f"I1: streaming and offline audio differ (consolidation: {source}; tolerance: bit-exact)")
 
 
-@pytest.mark.omnitts_check("i1.declared_semantics")
+@pytest.mark.omnitts_check(checkids.I1_DECLARED_SEMANTICS)
 def test_i1_declared_semantics(ctx, record):
     """forward() declares delta or cumulative, and the observed per-step output matches the declaration."""
     sub = ctx.subject
@@ -85,7 +86,7 @@ def test_i1_declared_semantics(ctx, record):
         )
 
 
-@pytest.mark.omnitts_check("i1.matches_reference")
+@pytest.mark.omnitts_check(checkids.I1_MATCHES_REFERENCE)
 def test_i1_matches_reference(ctx, record):
     """Streamed audio == the HF-style reference implementation's audio (replay / truncation named)."""
     sub = ctx.subject
@@ -109,13 +110,13 @@ def test_i1_matches_reference(ctx, record):
         bit_exact=f"{exact}/{len(sub.prompts)}",
         rtol=tol["rtol"],
         atol=tol["atol"],
-        extra_checks={"artifacts.wav": "passed"},
+        extra_checks={checkids.ARTIFACTS_WAV: "passed"},
     )
     if problems:
         _fail(problems, f"I1: streamed audio differs from the reference (rtol={tol['rtol']:g}, atol={tol['atol']:g})")
 
 
-@pytest.mark.omnitts_check("i1.duration_and_sr")
+@pytest.mark.omnitts_check(checkids.I1_DURATION_AND_SR)
 def test_i1_duration_and_sr(ctx, record):
     """duration == frames x hop_length / sample_rate for every request; the sample rate is reported."""
     sub = ctx.subject
@@ -148,7 +149,7 @@ def test_i1_duration_and_sr(ctx, record):
         _fail(problems, "I1: duration / sample rate")
 
 
-@pytest.mark.omnitts_check("i1.model_outputs_every_step")
+@pytest.mark.omnitts_check(checkids.I1_MODEL_OUTPUTS_EVERY_STEP)
 def test_i1_model_outputs_every_step(ctx, record):
     """Every step of the audio stage emits model_outputs: a 1-D float32 delta per request, plus sr."""
     problems = []
@@ -174,7 +175,7 @@ def test_i1_model_outputs_every_step(ctx, record):
             problems.append(f"{ext}: the audio stage never produced output")
     record(
         device=ctx.options.device,
-        extra_checks={"device.cuda": "passed"} if ctx.options.device == "cuda" and not problems else None,
+        extra_checks={checkids.DEVICE_CUDA: "passed"} if ctx.options.device == "cuda" and not problems else None,
     )
     if problems:
         _fail(problems[:12], f"I1: model_outputs missing or malformed ({len(problems)} problems)")

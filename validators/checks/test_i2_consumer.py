@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 import torch
 
+from omnitts.validators import checkids
 from omnitts.validators.runtime.scenarios import offline_audio
 
 pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 
-@pytest.mark.omnitts_check("i2.consumer_forms")
+@pytest.mark.omnitts_check(checkids.I2_CONSUMER_FORMS)
 def test_i2_consumer_forms(ctx, record):
     sub = ctx.subject
     consumer = sub.consumer

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from omnitts.validators import checkids
 from omnitts.validators.runtime.context import raise_failure
 from omnitts.validators.runtime.harness import PASS, StopRun
 from omnitts.validators.runtime.scenarios import compositions
@@ -15,7 +16,7 @@ from omnitts.validators.runtime.timeouts import CheckTimeout, deadline
 pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 
-@pytest.mark.omnitts_check("i3.host_syncs")
+@pytest.mark.omnitts_check(checkids.I3_HOST_SYNCS)
 def test_i3_host_syncs(ctx, record):
     """No host sync in any steady-state step (budget 0), on CPU via dispatch spy + method wrappers, on CUDA also
     via torch.cuda.set_sync_debug_mode armed after warm-up."""
@@ -72,7 +73,7 @@ def test_i3_host_syncs(ctx, record):
         )
 
 
-@pytest.mark.omnitts_check("i3.graph_breaks")
+@pytest.mark.omnitts_check(checkids.I3_GRAPH_BREAKS)
 def test_i3_graph_breaks(ctx, record):
     """torch._dynamo.explain on one steady-state AR step: graph and graph-break counts are reported."""
     sub = ctx.subject

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from omnitts.validators import checkids
 from omnitts.validators.runtime.diagnose import compare, crosstalk
 from omnitts.validators.runtime.scenarios import compositions
 
 pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 
-@pytest.mark.omnitts_check("i4.concurrency")
+@pytest.mark.omnitts_check(checkids.I4_CONCURRENCY)
 def test_i4_concurrent_equals_solo(ctx, record):
     sub = ctx.subject
     if len(sub.prompts) < 4:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from omnitts.validators import checkids
 from omnitts.validators.runtime import state
 from omnitts.validators.runtime.scenarios import short_plans
 
@@ -19,7 +20,7 @@ def _ids(run) -> dict[str, str]:
     return ids
 
 
-@pytest.mark.omnitts_check("i5.state_freed")
+@pytest.mark.omnitts_check(checkids.I5_STATE_FREED)
 def test_i5_state_freed_after_finish_and_abort(ctx, record):
     problems = []
     for name in ("all_at_once", "with_abort"):
@@ -44,7 +45,7 @@ def test_i5_state_freed_after_finish_and_abort(ctx, record):
         )
 
 
-@pytest.mark.omnitts_check("i5.no_growth")
+@pytest.mark.omnitts_check(checkids.I5_NO_GROWTH)
 def test_i5_no_growth_over_100_requests(ctx, record):
     sub = ctx.subject
     plans = short_plans(sub, 100, max_tokens=3)
@@ -65,7 +66,7 @@ def test_i5_no_growth_over_100_requests(ctx, record):
         )
 
 
-@pytest.mark.omnitts_check("i5.outputs_not_aliased")
+@pytest.mark.omnitts_check(checkids.I5_OUTPUTS_NOT_ALIASED)
 def test_i5_outputs_not_aliased(ctx, record):
     """A step's outputs must not change when the next step runs (no views of persistent/static buffers)."""
     sub = ctx.subject

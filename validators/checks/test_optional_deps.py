@@ -8,12 +8,14 @@ import sys
 
 import pytest
 
+from omnitts.validators import checkids
+
 pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 OPTIONAL = ("soundfile", "torchaudio", "torchcodec", "librosa")
 
 
-@pytest.mark.omnitts_check("import.optional_deps")
+@pytest.mark.omnitts_check(checkids.IMPORT_OPTIONAL_DEPS)
 def test_model_imports_without_optional_deps(ctx, record):
     sub = ctx.subject
     modules = sorted({st.cls.__module__ for st in sub.stages if st.cls is not None})

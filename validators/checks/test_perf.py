@@ -6,10 +6,12 @@ import math
 
 import pytest
 
+from omnitts.validators import checkids
+
 pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 
-@pytest.mark.omnitts_check("perf.rtf_ttfa")
+@pytest.mark.omnitts_check(checkids.PERF_RTF_TTFA)
 def test_rtf_and_time_to_first_audio(ctx, record):
     sub = ctx.subject
     out, problems = {}, []

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from omnitts.validators import checkids
+
 pytestmark = pytest.mark.usefixtures("omnitts_model")
 
 
@@ -26,7 +28,7 @@ def _call(fn, **avail):
     return fn(**args)
 
 
-@pytest.mark.omnitts_check("static.lint")
+@pytest.mark.omnitts_check(checkids.STATIC_LINT)
 def test_static_checks(ctx, record):
     try:
         api = importlib.import_module("omnitts.validators.static.api")
@@ -67,12 +69,11 @@ def test_static_checks(ctx, record):
     findings = list(getattr(result, "findings", result) or [])
     errors = list(getattr(result, "errors", []) or [])
     bad = [f for f in findings if getattr(f, "severity", "error") == "error"]
-    inv = {}
-    for f in findings:
-        key = f"static.{getattr(f, 'invariant', '') or 'lint'}"
-        if getattr(f, "severity", "error") == "error":
-            inv[key] = "failed"
-    extra = {k: inv.get(k, "passed") for k in ("static.I1", "static.I2", "static.I3", "static.I5")}
+    # ticks: each static invariant, and each deploy-config rule when the model has a deploy config to judge
+    fired = {f.rule for f in bad} | {getattr(f, "invariant", "") for f in bad}
+    extra = {tick: "failed" if inv in fired else "passed" for inv, tick in checkids.STATIC_INVARIANT_TICKS.items()}
+    if sub.extra.get("deploy"):
+        extra.update({rule: "failed" if rule in fired else "passed" for rule in checkids.DEPLOY_RULES})
     rules = sorted({f.rule for f in bad})
     record(
         findings=len(findings),

@@ -7,6 +7,10 @@ Items are the ones of the add-tts-model guide's "Integration Checklist" (vLLM-Om
 * ``[!]`` when one of them failed (the failing check ids are listed),
 * ``[-]`` when its checks were skipped (e.g. the CUDA-graph check on CPU),
 * ``[ ]`` when no automated check covers it (a person verifies it).
+
+Check ids come from :mod:`omnitts.validators.checkids`; ``tests/runtime/test_checkids.py`` proves that each one is
+produced by a check. Where the guide's wording contradicts every release, the item follows the releases and
+``WHY`` says so (printed under the item).
 """
 
 from __future__ import annotations
@@ -14,105 +18,136 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from omnitts.validators.checkids import (
+    ARTIFACTS_WAV,
+    CHUNK_BOUNDARIES,
+    CUDA_GRAPH_REPLAY,
+    DEVICE_CUDA,
+    I1_DECLARED_SEMANTICS,
+    I1_DURATION_AND_SR,
+    I1_MATCHES_REFERENCE,
+    I1_MODEL_OUTPUTS_EVERY_STEP,
+    I1_STREAM_EQUALS_OFFLINE,
+    I2_CONSUMER_FORMS,
+    I3_GRAPH_BREAKS,
+    I3_HOST_SYNCS,
+    I4_CONCURRENCY,
+    I5_NO_GROWTH,
+    I5_OUTPUTS_NOT_ALIASED,
+    I5_STATE_FREED,
+    IMPORT_OPTIONAL_DEPS,
+    INTEGRATION_DEPLOY,
+    INTEGRATION_REGISTRY,
+    INTEGRATION_SERVING,
+    PERF_RTF_TTFA,
+    STATIC_I2,
+    STATIC_I3,
+    STATIC_I5,
+    STATIC_LINT,
+    producer,
+)
+
 # (item id, section, text, checks that tick it)
 ITEMS: list[tuple[str, str, str, tuple[str, ...]]] = [
     (
         "I1",
         "Cross-Cutting Invariants",
         "I1: `forward()` docstring states cumulative vs delta; consolidation path audited end-to-end",
-        ("i1.stream_equals_offline", "i1.declared_semantics", "i1.matches_reference", "i1.duration_and_sr"),
+        (I1_STREAM_EQUALS_OFFLINE, I1_DECLARED_SEMANTICS, I1_MATCHES_REFERENCE, I1_DURATION_AND_SR),
     ),
     (
         "I2",
         "Cross-Cutting Invariants",
         "I2: Tests / examples / benchmarks never use `dict.get(a) or dict.get(b)` on tensor values; list form handled",
-        ("i2.consumer_forms", "static.I2"),
+        (I2_CONSUMER_FORMS, STATIC_I2),
     ),
     (
         "I3",
         "Cross-Cutting Invariants",
         "I3: No `.item()` / `.cpu()` / Python branch on tensor values inside per-step loops",
-        ("i3.host_syncs", "static.I3"),
+        (I3_HOST_SYNCS, STATIC_I3),
     ),
     (
         "I4",
         "Cross-Cutting Invariants",
         "I4: Offline RTF, browser streaming playback, and concurrent-request smoke test all pass",
-        ("i4.concurrency", "perf.rtf_ttfa", "i1.stream_equals_offline"),
+        (I4_CONCURRENCY, PERF_RTF_TTFA, I1_STREAM_EQUALS_OFFLINE),
     ),
     (
         "I5",
         "Cross-Cutting Invariants",
-        "I5: Any cross-step cache keyed by `_omni_req_id`; entries freed when the request finishes",
-        ("i5.state_freed", "i5.no_growth", "i5.outputs_not_aliased", "static.I5"),
+        "I5: Any cross-step cache keyed by the runner's request id (`request_id` from 0.20, `req_id` under the 0.30"
+        " Model Runner V2) or by `global_request_id[0]` (the orchestrator's id); entries freed when the request"
+        " finishes",
+        (I5_STATE_FREED, I5_NO_GROWTH, I5_OUTPUTS_NOT_ALIASED, STATIC_I5),
     ),
-    ("P1.1", "Phase 1: HF Reference", "Reference model runs and produces correct audio", ("i1.matches_reference",)),
+    ("P1.1", "Phase 1: HF Reference", "Reference model runs and produces correct audio", (I1_MATCHES_REFERENCE,)),
     ("P1.2", "Phase 1: HF Reference", "Architecture documented (stages, codebooks, tokens, sample rate)", ()),
-    ("P1.3", "Phase 1: HF Reference", "Reference audio samples saved for comparison", ("artifacts.wav",)),
-    ("P2.1", "Phase 2: Stage Separation", "Model registered in `registry.py`", ("static.registry",)),
+    ("P1.3", "Phase 1: HF Reference", "Reference audio samples saved for comparison", (ARTIFACTS_WAV,)),
+    ("P2.1", "Phase 2: Stage Separation", "Model registered in `registry.py`", (INTEGRATION_REGISTRY,)),
     ("P2.2", "Phase 2: Stage Separation", "Config classes created with `model_type` registration", ()),
     (
         "P2.3",
         "Phase 2: Stage Separation",
         "Stage 0 (AR) implemented and generates correct tokens",
-        ("i1.matches_reference",),
+        (I1_MATCHES_REFERENCE,),
     ),
     (
         "P2.4",
         "Phase 2: Stage Separation",
         "Stage 1 (Decoder) produces correct audio from tokens — dtype float32 for codec decoder",
-        ("i1.model_outputs_every_step", "i1.matches_reference"),
+        (I1_MODEL_OUTPUTS_EVERY_STEP, I1_MATCHES_REFERENCE),
     ),
     (
         "P2.5",
         "Phase 2: Stage Separation",
         "Stage 1 `max_num_seqs` ≥ 4 in production config (default 1 causes gaps under concurrency)",
-        ("static.deploy",),
+        (),
     ),
     (
         "P2.6",
         "Phase 2: Stage Separation",
         "Optional dependency fallbacks handled at `load_weights()` time (torchaudio/soundfile/etc.)",
-        ("import.optional_deps",),
+        (IMPORT_OPTIONAL_DEPS,),
     ),
     (
         "P2.7",
         "Phase 2: Stage Separation",
         "Streaming: codec codes accumulated across AR steps (not reset per step)",
-        ("i1.matches_reference", "i1.duration_and_sr"),
+        (I1_MATCHES_REFERENCE, I1_DURATION_AND_SR),
     ),
     (
         "P2.8",
         "Phase 2: Stage Separation",
         "Streaming: delta audio emitted per chunk, not full re-decoded waveform",
-        ("i1.declared_semantics", "i1.matches_reference"),
+        (I1_DECLARED_SEMANTICS, I1_MATCHES_REFERENCE),
     ),
     (
         "P2.9",
         "Phase 2: Stage Separation",
         "Streaming: all `forward()` return paths emit `model_outputs`",
-        ("i1.model_outputs_every_step",),
+        (I1_MODEL_OUTPUTS_EVERY_STEP,),
     ),
     (
         "P2.10",
         "Phase 2: Stage Separation",
         "Streaming: per-request state keyed by request ID (not shared across requests)",
-        ("i4.concurrency", "i5.state_freed"),
+        (I4_CONCURRENCY, I5_STATE_FREED),
     ),
     (
         "P2.11",
         "Phase 2: Stage Separation",
         "Streaming: codec tensors moved to codec decoder device before decode",
-        ("device.cuda",),
+        (DEVICE_CUDA,),
     ),
-    ("P2.12", "Phase 2: Stage Separation", "Stage config YAML created", ("static.deploy",)),
+    ("P2.12", "Phase 2: Stage Separation", "Stage config YAML created", (INTEGRATION_DEPLOY,)),
     ("P2.13", "Phase 2: Stage Separation", "`end2end.py` produces audio matching reference quality", ()),
     ("P2.14", "Phase 2: Stage Separation", "README.md written", ()),
     (
         "P3.1",
         "Phase 3: Online Serving",
         "All 5 `serving_speech.py` integration points added in one commit",
-        ("static.serving",),
+        (INTEGRATION_SERVING,),
     ),
     (
         "P3.2",
@@ -133,21 +168,21 @@ ITEMS: list[tuple[str, str, str, tuple[str, ...]]] = [
     ("P3.8", "Phase 3: Online Serving", "Buildkite CI entry added to `.buildkite/test-merge.yml`", ()),
     ("P3.9", "Phase 3: Online Serving", "Gradio demo working", ()),
     ("P3.10", "Phase 3: Online Serving", "Documentation added (offline + online docs, nav, supported models)", ()),
-    ("P4.1", "Phase 4: Async Chunk", "Stage config updated with `async_chunk: true`", ("static.deploy",)),
-    ("P4.2", "Phase 4: Async Chunk", "Stage 1 handles partial chunks correctly", ("chunk.boundaries",)),
-    ("P4.3", "Phase 4: Async Chunk", "No audio artifacts at chunk boundaries", ("chunk.boundaries",)),
+    ("P4.1", "Phase 4: Async Chunk", "Stage config updated with `async_chunk: true`", ("OMNI-INT-003",)),
+    ("P4.2", "Phase 4: Async Chunk", "Stage 1 handles partial chunks correctly", (CHUNK_BOUNDARIES,)),
+    ("P4.3", "Phase 4: Async Chunk", "No audio artifacts at chunk boundaries", (CHUNK_BOUNDARIES,)),
     ("P4.4", "Phase 4: Async Chunk", "Streaming via API (`stream=true`) works", ()),
-    ("P4.5", "Phase 4: Async Chunk", "TTFA measured and acceptable", ("perf.rtf_ttfa",)),
-    ("P5.1", "Phase 5: CUDA Graph", "Hot loop identified and profiled", ("i3.graph_breaks",)),
-    ("P5.2", "Phase 5: CUDA Graph", "Static buffers allocated", ("cuda_graph.replay",)),
-    ("P5.3", "Phase 5: CUDA Graph", "Graph captured and replays correctly", ("cuda_graph.replay",)),
-    ("P5.4", "Phase 5: CUDA Graph", "Benchmark shows meaningful speedup", ("cuda_graph.replay",)),
-    ("P5.5", "Phase 5: CUDA Graph", "Fallback to eager works for unsupported configs", ("cuda_graph.replay",)),
+    ("P4.5", "Phase 4: Async Chunk", "TTFA measured and acceptable", (PERF_RTF_TTFA,)),
+    ("P5.1", "Phase 5: CUDA Graph", "Hot loop identified and profiled", (I3_GRAPH_BREAKS,)),
+    ("P5.2", "Phase 5: CUDA Graph", "Static buffers allocated", (CUDA_GRAPH_REPLAY,)),
+    ("P5.3", "Phase 5: CUDA Graph", "Graph captured and replays correctly", (CUDA_GRAPH_REPLAY,)),
+    ("P5.4", "Phase 5: CUDA Graph", "Benchmark shows meaningful speedup", (CUDA_GRAPH_REPLAY,)),
+    ("P5.5", "Phase 5: CUDA Graph", "Fallback to eager works for unsupported configs", (CUDA_GRAPH_REPLAY,)),
     (
         "P6.1",
         "Phase 6: Pre-commit and DCO",
         "`pre-commit run --files <changed>` passes before every push",
-        ("static.lint",),
+        (STATIC_LINT,),
     ),
     (
         "P6.2",
@@ -163,6 +198,23 @@ ITEMS: list[tuple[str, str, str, tuple[str, ...]]] = [
     ),
 ]
 
+# Why an item departs from the guide's wording or has no check (rendered under the item).
+WHY: dict[str, str] = {
+    "P2.5": (
+        "No check ticks this item: OMNI-INT-001 checks the AR stage (where one sequence serialises concurrent"
+        " requests); the decoder's `max_num_seqs` is a tuning choice in the releases (0.30.0 `deploy/qwen3_tts.yaml`"
+        " sets 64 and notes that CustomVoice / VoiceDesign are TTFA-optimal at 1), so a person decides."
+    ),
+    "I5": (
+        "The guide says `_omni_req_id`, but no release (0.14-0.30) sets that key, so a cache keyed by it puts every"
+        " request in one entry. The releases give a model `global_request_id` (a one-element list with the"
+        " orchestrator's id, in the entry stage's info dict, every release), `request_id` (the runner's per-stage id,"
+        " written right before `preprocess()` from 0.20; the id `on_requests_finished` receives) and `req_id`"
+        " (0.30's Model Runner V2 writes it instead of `request_id`). OMNI-I5-001 reports a key the target release"
+        " never sets."
+    ),
+}
+
 # Phase 4 does not apply to single-stage patterns (the guide: "single-stage variants skip Phase 4")
 NOT_APPLICABLE = {"single-stage": {"P4.1", "P4.2", "P4.3", "P4.4"}, "native-ar": {"P4.1", "P4.2", "P4.3", "P4.4"}}
 
@@ -173,6 +225,8 @@ def tick(results: dict[str, str], pattern: str | None = None) -> list[dict]:
     na = NOT_APPLICABLE.get(pattern or "", set())
     for item_id, section, text, checks in ITEMS:
         ran = {c: results[c] for c in checks if c in results}
+        # a tick whose producing check was skipped (e.g. integration.points outside a tree) counts as skipped
+        ran.update({c: "skipped" for c in checks if c not in results and results.get(producer(c)) == "skipped"})
         failed = sorted(c for c, s in ran.items() if s == "failed")
         passed = [c for c, s in ran.items() if s == "passed"]
         if item_id in na:
@@ -190,6 +244,7 @@ def tick(results: dict[str, str], pattern: str | None = None) -> list[dict]:
                 "id": item_id,
                 "section": section,
                 "text": text,
+                "why": WHY.get(item_id, ""),
                 "mark": mark,
                 "state": state,
                 "checks": dict(ran),
@@ -221,6 +276,8 @@ def render_markdown(model: str, rows: list[dict], header: str = "") -> str:
         else:
             note = " — manual"
         out.append(f"- {box} {r['text']}{note}")
+        if r.get("why"):
+            out.append(f"  - *Why:* {r['why']}")
     return "\n".join(out) + "\n"
 
 

@@ -59,32 +59,10 @@ def list_model_names() -> list[str]:
 
 
 def from_catalog_subject(subj: Any, device: str = "cpu") -> RuntimeSubject:
-    """Adapt the catalog's Subject; anything already a RuntimeSubject passes through."""
+    """The catalog entry's RuntimeSubject (``Subject.runtime``); anything already a RuntimeSubject passes through."""
     if isinstance(subj, RuntimeSubject):
         return subj
-    return adapt_subject(subj, device)
-
-
-# the catalog's check ids (reference_models/mutants.py) -> the runtime checks that target the same bug
-CATALOG_CHECKS: dict[str, tuple[str, ...]] = {
-    "parity-reference": ("i1.matches_reference",),
-    "I1-stream-equals-offline": (
-        "i1.stream_equals_offline",
-        "i1.declared_semantics",
-        "i1.duration_and_sr",
-        "chunk.boundaries",
-    ),
-    "I1-model-outputs-every-step": ("i1.model_outputs_every_step",),
-    "I3-no-host-sync": ("i3.host_syncs",),
-    "I4-concurrency": ("i4.concurrency",),
-    "I5-state-freed": ("i5.state_freed", "i5.no_growth"),
-    "I5-outputs-not-aliased": ("i5.outputs_not_aliased",),
-    "device-codec-placement": ("device.cuda",),
-    "import-without-optional-deps": ("import.optional_deps",),
-}
-
-# harness variations the catalog declares on a mutant (Subject.consolidation)
-_CONSOLIDATIONS = {"v0.20": None, "skip-audio": "0.14"}
+    return subj.runtime(device)
 
 
 def template_consumer():
@@ -115,96 +93,6 @@ def template_consumer():
     exec(compile(tree, str(path), "exec"), ns)
     line = text[:start].count("\n") + 2
     return ns["as_waveform"], f"{path.relative_to(base.parent)}:{line} as_waveform() (template)"
-
-
-REFERENCE_TEXTS = ("Hi.", "Hello there.", "Streaming == offline.", "Four at once!", "A fifth, longer request.")
-
-
-def adapt_subject(subj: Any, device: str = "cpu") -> RuntimeSubject:
-    """The catalog's ``Subject`` (reference_models/catalog.py) as a RuntimeSubject."""
-    name, pattern = str(subj.name), str(subj.pattern)
-    config = subj.make_config() if hasattr(subj, "make_config") else subj.config_class()
-    classes = list(subj.stage_classes)
-    deploy = dict(getattr(subj, "deploy_config", {}) or {})
-    stage_deploy = {int(st.get("stage_id", i)): st for i, st in enumerate(deploy.get("stages") or [])}
-    stages = []
-    for i, cls in enumerate(classes):
-        two = len(classes) > 1
-        stages.append(
-            StageSpec(
-                stage_id=i,
-                model_stage=str(getattr(cls, "model_stage", cls.__name__)),
-                execution="ar" if i == 0 else "generation",
-                factory=(lambda c=cls, cfg=config: c(config=cfg)),
-                engine_output_type="latent" if two and i == 0 else "audio",
-                final_output=(i == len(classes) - 1),
-                cls=cls,
-                config=config,
-            )
-        )
-    extra: dict[str, Any] = {}
-    for conn in (deploy.get("connectors") or {}).values():
-        extra.update((conn or {}).get("extra") or {})
-    processor = getattr(subj, "processor", None)
-    bug = getattr(subj, "bug", None)
-    expected = None
-    if bug:
-        expected = (str(bug), ",".join(getattr(subj, "expected_checks", ()) or ()))
-    ref_cache: dict[str, Any] = {}
-
-    def reference(plan: RequestPlan):
-        if "obj" not in ref_cache:
-            ref_cache["obj"] = subj.reference(device=device)
-        return ref_cache["obj"].generate(_plan_text(plan)).waveform
-
-    consumer, origin = template_consumer()
-    consolidation = str(getattr(subj, "consolidation", "v0.20") or "v0.20")
-    if consolidation not in _CONSOLIDATIONS:
-        raise LoadError(f"{name}: unknown consolidation variation {consolidation!r}")
-    files = [Path(p) for p in getattr(subj, "source_files", ()) or ()]
-    keys = tuple(getattr(subj, "request_id_keys", ("request_id",)) or ("request_id",))
-    return RuntimeSubject(
-        name=name,
-        pattern=pattern,
-        release=DEFAULT_RELEASE,
-        model_runner="v2" if keys[0] == "req_id" else "v1",
-        stages=stages,
-        prompts=default_prompts(config, REFERENCE_TEXTS),
-        sample_rate=int(config.sample_rate),
-        hop_length=int(config.hop_length),
-        eos_token_id=int(config.eos_token_id),
-        async_chunk_fn=getattr(processor, "talker2code2wav_async_chunk", None),
-        sync_fn=getattr(processor, "talker2code2wav", None),
-        connector_extra=extra,
-        reference=reference,
-        consumer=consumer,
-        consumer_origin=origin,
-        source_files=files,
-        model_files=[p for p in files if p.suffix == ".py"],
-        kind="mutant" if bug else "reference",
-        expected_failure=expected,
-        eos_step_emits_audio=pattern != "two-stage",
-        max_num_seqs=tuple(
-            (int(stage_deploy[i]["max_num_seqs"]) if "max_num_seqs" in stage_deploy.get(i, {}) else None)
-            for i in range(len(classes))
-        ),
-        sync_budget_per_request_step=int(getattr(subj, "host_syncs_per_request_step", 0) or 0),
-        consolidation_era=_CONSOLIDATIONS[consolidation],
-        description=str(getattr(subj, "description", "") or ""),
-        extra={
-            "deploy": deploy,
-            "package": getattr(subj, "package", ""),
-            "root": str(getattr(subj, "root", "")),
-            "expected_checks": tuple(getattr(subj, "expected_checks", ()) or ()),
-            "static_rule_family": getattr(subj, "static_rule_family", None),
-            "reproduces": getattr(subj, "reproduces", None),
-        },
-    )
-
-
-def _plan_text(plan: RequestPlan) -> str:
-    t = plan.additional_information.get("text", [""])
-    return t[0] if isinstance(t, list) else str(t)
 
 
 def default_prompts(config: Any, texts=DEFAULT_TEXTS, max_tokens: int | None = None) -> list[RequestPlan]:

@@ -69,6 +69,18 @@ class RuntimeSubject:
     description: str = ""
     extra: dict = field(default_factory=dict)
 
+    def build(self, device: str = "cpu") -> list[Any]:
+        """One model instance per stage (``Cls(config=cfg)``), on ``device``, in eval mode, as the runner loads them."""
+        models = []
+        for st in self.stages:
+            m = st.factory()
+            if hasattr(m, "to"):
+                m = m.to(device)
+            if hasattr(m, "eval"):
+                m.eval()
+            models.append(m)
+        return models
+
     @property
     def ar_stage(self) -> StageSpec:
         return self.stages[0]

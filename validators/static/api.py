@@ -72,9 +72,12 @@ def run(
     use_cache: bool = False,
     focus: set[str] | None = None,
     changed: list[str] | None = None,
+    keep_going: bool = False,
 ) -> LintResult:
     """``changed``: the files a commit changes (the integration hook): the tree-scope rules then report
-    only findings that involve the models those files touch, and no per-file rule runs."""
+    only findings that involve the models those files touch, and no per-file rule runs.
+    ``keep_going``: a path that does not exist is recorded in ``missing`` (the CLI reports it and
+    exits 2 after linting the rest) instead of raising UsageError before anything runs."""
     select = [s for s in select] if select else None
     if changed is not None:
         return _run_changed(changed, select=select, root=root, use_cache=use_cache)
@@ -94,9 +97,10 @@ def run(
         # The integration hook without paths: the tree-scope checks only (configs, examples,
         # consolidation); per-file rules belong to the per-file hook.
         paths, tree_only = [Path.cwd()], True
-    for p in paths:
-        if not p.exists():
-            raise UsageError(f"no such file or directory: {p}")
+    missing = [str(p) for p in paths if not os.path.lexists(p)]  # a dangling symlink is an input (unreadable)
+    if missing and (not keep_going or len(missing) == len(paths)):
+        raise UsageError(f"no such file or directory: {missing[0]}")
+    paths = [p for p in paths if str(p) not in missing]
     start = Path(root) if root else paths[0]
     tree_root = find_root(start)
     # Outside a vLLM-Omni tree, a standalone model root (models/ + deploy/) still gets the config rules.
@@ -138,6 +142,17 @@ def run(
                 tree_results.append(_tree_rules_cached(ctx, rules, cache))
 
     res = engine.run_file_rules(items, facts, rules, jobs, cache, background=background)
+    res.missing = missing
+    res.tree_ran = bool(tree_results)
+    # How many rules the run applies, for the summary line; a warm run imports no rule module, so the
+    # count travels in the cache (its key already fixes the selection).
+    if loaded:
+        res.rules = len(loaded[0])
+        if cache is not None and cache.entries.get("meta:rules") != res.rules:
+            cache.entries["meta:rules"] = res.rules
+            cache.dirty = True
+    elif cache is not None:
+        res.rules = cache.entries.get("meta:rules") or 0
     for tres in tree_results:
         res.findings.extend(tres.findings)
         res.errors.extend(tres.errors)

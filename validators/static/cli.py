@@ -1,7 +1,9 @@
 """`omnitts-lint PATH... [--format {text,json,github,sarif}] [--select RULES] [--baseline FILE] [--jobs N]`
 
-Exit codes: 0 clean, 1 findings (or stale baseline entries), 2 usage error or missing input,
-3 internal error (a rule crashed, a file could not be read): every failure mode is non-zero.
+Exit codes: 0 clean, 1 findings (or stale baseline entries), 2 usage error or missing input (a path
+that does not exist: the other paths are still linted), 3 internal error (a rule crashed, a file
+could not be read: a dangling symlink, a FIFO, no permission): every failure mode is non-zero, and
+the highest one wins. Every file that could not be checked is named on its own line.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import argparse
 import os
 import sys
 from pathlib import Path
+
+from omnitts.validators.cli_io import emit, quiet_on_closed_pipe
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -81,6 +85,7 @@ def _explain(rule) -> str:
     return "\n".join(out) + "\n"
 
 
+@quiet_on_closed_pipe
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -90,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args)
     except KeyboardInterrupt:
         return EXIT_INTERNAL
-    except SystemExit:
+    except (SystemExit, BrokenPipeError):  # a closed pipe is the reader's choice, not an internal error
         raise
     except Exception as exc:  # fail closed, loudly
         from omnitts.validators.static.baseline import BaselineError
@@ -110,15 +115,19 @@ def _run(args) -> int:
     from omnitts.validators.static import engine
 
     if args.list_rules:
-        for rid, rule in sorted(engine.all_rules().items()):
-            print(f"{rid:14} {rule.invariant:5} {rule.severity:8} {rule.summary()}")
+        emit(
+            "".join(
+                f"{rid:14} {rule.invariant:5} {rule.severity:8} {rule.summary()}\n"
+                for rid, rule in sorted(engine.all_rules().items())
+            )
+        )
         return EXIT_OK
     if args.rule:
         rules = engine.all_rules()
         if args.rule not in rules:
             print(f"omnitts-lint: error: unknown rule {args.rule!r} (see --list-rules)", file=sys.stderr)
             return EXIT_USAGE
-        sys.stdout.write(_explain(rules[args.rule]))
+        emit(_explain(rules[args.rule]))
         return EXIT_OK
     args.integration = args.integration or args.changed
     if not args.paths and not args.integration:
@@ -140,6 +149,7 @@ def _run(args) -> int:
         jobs=jobs,
         use_cache=not args.no_cache and not args.fix,
         changed=args.paths if args.changed else None,
+        keep_going=True,
     )
     findings = res.findings
     for note in res.notices if args.changed else ():
@@ -156,6 +166,7 @@ def _run(args) -> int:
             integration=args.integration,
             jobs=jobs,
             changed=args.paths if args.changed else None,
+            keep_going=True,
         )
         findings = res.findings
 
@@ -169,9 +180,7 @@ def _run(args) -> int:
         None
         if args.no_baseline or args.write_baseline
         else (
-            Path(args.baseline)
-            if args.baseline
-            else baseline.find_default(Path(args.paths[0] if args.paths else ".").resolve())
+            Path(args.baseline) if args.baseline else baseline.find_default(Path(_first_existing(args.paths)).resolve())
         )
     )
     if args.shrink_baseline and bl_path is None:
@@ -184,7 +193,11 @@ def _run(args) -> int:
             args.full_scan or args.integration or any(Path(p).resolve() == base.resolve() for p in args.paths)
         )
         # The run's coverage decides which entries it judges (one baseline serves both hooks).
-        scanned = None if full or res.coverage else {baseline._rel(str(p), base) for p in _scanned_files(args.paths)}
+        scanned = (
+            None
+            if full or res.coverage
+            else {baseline._rel(str(p), base) for p in _scanned_files(args.paths, res.missing)}
+        )
         outcome = baseline.compare(findings, entries, base, scanned, full, res.coverage)
         findings, stale = outcome.new, outcome.stale
         if args.shrink_baseline:
@@ -201,25 +214,52 @@ def _run(args) -> int:
     if args.output:
         Path(args.output).write_text(report, encoding="utf-8")
     else:
-        sys.stdout.write(report)
+        emit(report)
     for line in stale:
         print(f"omnitts-lint: error: {line}", file=sys.stderr)
     for err in res.errors:
         print(f"omnitts-lint: internal error: {err}", file=sys.stderr)
+    if args.format != "text" or args.output:  # the text report on stdout names them already
+        for path in sorted({f.path for f in findings if f.rule in ("OMNI-META-001", "OMNI-META-004")}):
+            print(f"omnitts-lint: error: {path} was not (fully) checked; see its OMNI-META finding", file=sys.stderr)
+    for path in res.missing:
+        print(f"omnitts-lint: error: no such file or directory: {path}", file=sys.stderr)
+    for path in args.paths if not res.files else ():  # a directory with nothing to check: say so
+        if path not in res.missing and os.path.isdir(path):
+            print(
+                f"omnitts-lint: warning: {path} is a directory without Python files or stage configs", file=sys.stderr
+            )
+    print(_summary(res, findings, stale), file=sys.stderr)
     if res.errors or any(f.rule == "OMNI-META-004" for f in findings):
         return EXIT_INTERNAL
+    if res.missing:
+        return EXIT_USAGE
     if findings or stale:
-        if args.format == "text":
-            where = f"{res.files} file(s)" if res.files else "the tree-scope checks"
-            print(f"omnitts-lint: {len(findings)} finding(s) in {where}", file=sys.stderr)
         return EXIT_FINDINGS
     return EXIT_OK
 
 
-def _scanned_files(paths: list[str]) -> list[Path]:
+def _summary(res, findings: list, stale: list[str]) -> str:
+    """One line on stderr for every run, clean ones included: what was checked, and the outcome."""
+    files = f"{res.files} file(s)" + (f" ({res.cached} from cache)" if res.cached else "")
+    if not res.files:
+        files = "the tree-scope checks" if res.tree_ran else "0 files (nothing in the paths to check)"
+    rules = f", {res.rules} rule(s)" if res.rules else ""
+    if findings or stale:
+        outcome = f"{len(findings)} finding(s)" + (f", {len(stale)} stale baseline entr(y/ies)" if stale else "")
+    else:
+        outcome = "no findings"
+    return f"omnitts-lint: {files}{rules}: {outcome}"
+
+
+def _first_existing(paths: list[str]) -> str:
+    return next((p for p in paths if os.path.lexists(p)), ".")
+
+
+def _scanned_files(paths: list[str], missing: list[str]) -> list[Path]:
     from omnitts.validators.static.engine import discover
 
-    return discover([Path(p) for p in paths])
+    return discover([Path(p) for p in paths if p not in missing], [])
 
 
 if __name__ == "__main__":  # pragma: no cover

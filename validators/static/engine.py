@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import os
 import re
+import stat
+import sys
+import threading
+import tokenize
 import traceback
+from bisect import bisect_right
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from omnitts.knowledge.treefacts import TreeContext, TreeFacts
@@ -50,6 +57,9 @@ class LintResult:
     errors: list[str] = field(default_factory=list)  # internal errors: the run fails closed
     files: int = 0
     cached: int = 0
+    missing: list[str] = field(default_factory=list)  # paths that do not exist (with keep_going)
+    rules: int = 0  # rules selected for the run (remembered in the cache for warm runs)
+    tree_ran: bool = False  # the tree-scope rules ran (or came from the cache)
     coverage: object = None  # baseline.Coverage: what the run judged (set by api.run; the baseline's stale check)
 
 
@@ -98,32 +108,96 @@ def rules_version() -> str:
 
 
 # --- discovery ------------------------------------------------------------------------------------
-def discover(paths: Iterable[Path]) -> list[str]:
+def discover(paths: Iterable[Path], missing: list[str] | None = None) -> list[str]:
     """Python files (and stage/deploy YAMLs) under the paths, as given-relative strings (plain
-    os.path here: a warm run spends most of its time walking and reading)."""
+    os.path here: a warm run spends most of its time walking and reading).
+
+    Special entries are kept, not dropped: a dangling symlink, a FIFO or an unreadable file named
+    ``*.py`` becomes a file the run reports as unreadable (never a silent pass, never a hang). A path
+    that does not exist raises UsageError, or is appended to ``missing`` when a list is given (the
+    CLI then lints the rest and exits 2)."""
     out: list[str] = []
     seen: set[str] = set()
     for p in paths:
         p = os.fspath(p)
-        if not os.path.exists(p):
-            raise UsageError(f"no such file or directory: {p}")
-        if os.path.isfile(p):
-            # Files named explicitly: Python and YAML only (pre-commit may pass others).
-            cands = [p] if p.endswith((".py", ".pyi", ".yaml", ".yml")) else []
-        else:
-            cands = []
-            for dirpath, dirnames, filenames in os.walk(p):
+        if not os.path.lexists(p):
+            if missing is None:
+                raise UsageError(f"no such file or directory: {p}")
+            missing.append(p)
+            continue
+        if os.path.isdir(p):
+            cands: list[str] = []
+            # A directory that cannot be listed is kept as an input: reading it fails with its reason
+            # (os.walk would skip it silently).
+            for dirpath, dirnames, filenames in os.walk(p, onerror=partial(_unlisted, cands)):
                 dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
                 in_config = not CONFIG_DIRS.isdisjoint(dirpath.split(os.sep))
                 for name in sorted(filenames):
                     if name.endswith(".py") or (in_config and name.endswith((".yaml", ".yml"))):
                         cands.append(os.path.join(dirpath, name))
+        else:
+            # Named explicitly (a file, or a special entry: dangling link, FIFO, socket): Python and YAML
+            # only (pre-commit may pass others); special ones fail on read with their path in the message.
+            cands = [p] if p.endswith((".py", ".pyi", ".yaml", ".yml")) else []
         for c in cands:
             r = os.path.abspath(c)  # no realpath: a syscall per path component
             if r not in seen:
                 seen.add(r)
                 out.append(c)
     return out
+
+
+def _unlisted(cands: list[str], err: OSError) -> None:
+    if err.filename:
+        cands.append(err.filename)
+
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_source(path: str) -> bytes:
+    """The bytes of a regular file. Raises OSError with a message that says what the entry is
+    otherwise: opened non-blocking, so a FIFO named ``*.py`` can never hang the run."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError as exc:
+        if os.path.islink(path):
+            raise OSError(exc.errno, f"dangling symbolic link to {os.readlink(path)}") from None
+        raise OSError(exc.errno, "no such file") from None
+    except OSError as exc:
+        try:  # a socket refuses open() with ENXIO: say what the entry is rather than the errno text
+            mode = os.stat(path).st_mode
+        except OSError:
+            mode = stat.S_IFREG
+        if not stat.S_ISREG(mode):
+            raise OSError(exc.errno, f"not a regular file ({_file_type(mode)})") from None
+        raise OSError(exc.errno, exc.strerror or str(exc)) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(0, f"not a regular file ({_file_type(st.st_mode)})")
+        chunks = []
+        while True:
+            chunk = os.read(fd, max(st.st_size + 1, 65536))
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _file_type(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "a special file"
 
 
 def display_path(p: Path) -> str:
@@ -135,23 +209,47 @@ def display_path(p: Path) -> str:
 
 
 # --- per-file work (runs in workers) --------------------------------------------------------------
+def _body_table(tree: ast.Module, owner: ast.AST) -> tuple[list[ast.stmt], list[int]]:
+    """The statements directly inside ``owner`` (bodies, else/finally blocks, handlers, match cases)
+    and their first lines, built once per node and kept on the tree: findings locate their statement
+    by bisection, so a file with many findings costs O(findings x depth x log n), not O(findings x n)."""
+    tables = tree.__dict__.setdefault("_omni_bodies", {})
+    hit = tables.get(id(owner))
+    if hit is None:
+        if owner is tree:
+            stmts = list(tree.body)
+        else:
+            inner = []
+            for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+                for item in getattr(owner, name, []) or []:
+                    inner.extend(item.body if isinstance(item, (ast.ExceptHandler, ast.match_case)) else [item])
+            stmts = [st for st in inner if isinstance(st, ast.stmt)]
+            stmts.sort(key=lambda st: st.lineno)  # handlers/cases sit between body and orelse
+        hit = tables[id(owner)] = (stmts, [st.lineno for st in stmts])
+    return hit
+
+
+def _containing(stmts: list[ast.stmt], starts: list[int], line: int) -> list[ast.stmt]:
+    """The statements of one body that span ``line``, first first. Statements of a body are ordered
+    and only share boundary lines (``a = 1; b = 2``), so they are the run that ends at the last
+    statement starting on or before the line."""
+    i = bisect_right(starts, line) - 1
+    run = []
+    while i >= 0 and (getattr(stmts[i], "end_lineno", None) or stmts[i].lineno) >= line:
+        run.append(stmts[i])
+        i -= 1
+    run.reverse()
+    return run
+
+
 def enclosing_stmt(tree: ast.Module, line: int, col: int) -> ast.AST | None:
-    body, best = tree.body, None
-    while body:
-        nxt = None
-        for stmt in body:
-            end = getattr(stmt, "end_lineno", stmt.lineno)
-            if stmt.lineno <= line <= end:
-                best, nxt = stmt, stmt
-                break
-        if nxt is None:
-            break
-        inner = []
-        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
-            for item in getattr(nxt, name, []) or []:
-                inner.extend(item.body if isinstance(item, (ast.ExceptHandler, ast.match_case)) else [item])
-        body = [s for s in inner if isinstance(s, ast.stmt)]
-    return best
+    owner, best = tree, None
+    while True:
+        stmts, starts = _body_table(tree, owner)
+        run = _containing(stmts, starts, line)
+        if not run:
+            return best
+        best = owner = run[0]
 
 
 def _header(stmt: ast.AST) -> ast.AST:
@@ -168,22 +266,31 @@ def _header(stmt: ast.AST) -> ast.AST:
 
 def stmt_digest(tree: ast.Module | None, line: int, col: int, fallback: str = "") -> str:
     stmt = enclosing_stmt(tree, line, col) if tree is not None else None
-    raw = ast.dump(_header(stmt), include_attributes=False) if stmt is not None else " ".join(fallback.split())
-    return hashlib.blake2b(raw.encode(), digest_size=6).hexdigest()
+    if stmt is None:
+        return hashlib.blake2b(" ".join(fallback.split()).encode(), digest_size=6).hexdigest()
+    # One dump per statement, kept on the tree: a long statement with many findings (a 3,000-term sum
+    # of host syncs) would otherwise be dumped once per finding, quadratic in its size.
+    digests = tree.__dict__.setdefault("_omni_digests", {})
+    digest = digests.get(id(stmt))
+    if digest is None:
+        raw = ast.dump(_header(stmt), include_attributes=False)
+        digest = digests[id(stmt)] = hashlib.blake2b(raw.encode(), digest_size=6).hexdigest()
+    return digest
 
 
 def symbol_at(tree: ast.Module, line: int) -> str:
-    best, stack = "<module>", [(tree.body, "")]
-    while stack:
-        body, prefix = stack.pop()
-        for node in body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.lineno <= line <= (
-                node.end_lineno or node.lineno
-            ):
-                best = prefix + node.name
-                stack.append((node.body, best + "."))
-                break
-    return best
+    """Qualified name of the innermost def/class (reached through defs and classes only) spanning the line."""
+    best, owner, prefix = "<module>", tree, ""
+    while True:
+        stmts, starts = _body_table(tree, owner)
+        node = next((n for n in _containing(stmts, starts, line) if isinstance(n, _SCOPES)), None)
+        if node is None:
+            return best
+        best = prefix + node.name
+        owner, prefix = node, best + "."
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def to_finding(rule: type[Rule], rep: Report, display: str, tree: ast.Module | None, line_text: str = "") -> Finding:
@@ -208,6 +315,39 @@ def meta(display: str, line: int, col: int, rule: str, message: str, key: str = 
     return Finding(display, line, col, rule, "META", "error", message, "<module>", digest)
 
 
+def decode_source(data: bytes) -> str:
+    """Source text as the interpreter reads it: the PEP 263 coding cookie or BOM decides the encoding
+    (undecodable bytes become U+FFFD; ast.parse reports the real error), and every line ending
+    (``\\r\\n``, a lone ``\\r``) becomes ``\\n``, so that line-based prefilters, regexes and the
+    parser agree on line numbers."""
+    encoding = "utf-8"
+    if data[:3] == b"\xef\xbb\xbf" or b"coding" in data[:400]:
+        try:
+            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        except SyntaxError:
+            encoding = "utf-8"
+    try:
+        text = data.decode(encoding, errors="replace")
+    except LookupError:
+        text = data.decode("utf-8", errors="replace")
+    if text[:1] == "\ufeff":
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+# Deeply nested input (a 20,000-term sum, a long attribute chain) exceeds the default recursion limit in
+# ast.parse or in a rule's recursive evaluation. Such a file is retried once in a thread with a large
+# stack and a high limit; whatever still does not fit is a finding that names the file, never a crash.
+DEEP_RECURSION_LIMIT = 60_000
+DEEP_STACK_BYTES = 1 << 30
+
+
+class _TooDeep(Exception):
+    pass
+
+
 def lint_source(
     display: str,
     rel: str,
@@ -217,21 +357,78 @@ def lint_source(
     extra_entries: frozenset = frozenset(),
 ) -> tuple[list[Finding], list]:
     """Findings of one file, and its per-step calls into sibling modules (for the package pass)."""
-    text = data.decode("utf-8", errors="replace")
-    known = set(all_rules())
+    try:
+        return _lint_source(display, rel, data, facts, rules, extra_entries, deep=False)
+    except RecursionError:
+        pass
+    box: list = []
+
+    def deep() -> None:
+        old = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(old, DEEP_RECURSION_LIMIT))
+        try:
+            box.append(_lint_source(display, rel, data, facts, rules, extra_entries, deep=True))
+        except (RecursionError, _TooDeep) as exc:
+            box.append(exc)
+        except BaseException as exc:  # re-raised in the caller's thread
+            box.append(exc)
+        finally:
+            sys.setrecursionlimit(old)
+
+    old_size = threading.stack_size()
+    try:
+        threading.stack_size(DEEP_STACK_BYTES)  # applies to threads started while it is set
+        worker = threading.Thread(target=deep, name="omnitts-lint-deep")
+        worker.start()
+    finally:
+        threading.stack_size(old_size)
+    worker.join()
+    out = box[0] if box else RecursionError("no result")
+    if isinstance(out, tuple):
+        return out
+    if isinstance(out, (RecursionError, _TooDeep)):
+        where = f" in {out}" if isinstance(out, _TooDeep) else " to parse"
+        return [
+            meta(
+                display,
+                1,
+                1,
+                "OMNI-META-001",
+                f"expressions nest too deeply to analyse (past a recursion limit of {DEEP_RECURSION_LIMIT:,}{where}); "
+                "no rule could check this file",
+                key="too-deep",
+            )
+        ], []
+    raise out
+
+
+def _lint_source(
+    display: str,
+    rel: str,
+    data: bytes,
+    facts: TreeFacts,
+    rules: list[type[Rule]],
+    extra_entries: frozenset,
+    deep: bool,
+) -> tuple[list[Finding], list]:
     if rel.endswith((".yaml", ".yml")):
         return [], []  # config files are read by the tree-scope rules; suppressions applied there
+    text = decode_source(data)
+    known = set(all_rules())
     try:
         tree = ast.parse(data, filename=display)
-    except (SyntaxError, ValueError) as exc:
+    except (SyntaxError, ValueError, MemoryError) as exc:
         line = getattr(exc, "lineno", None) or 1
+        why = getattr(exc, "msg", None) or str(exc)
+        if isinstance(exc, MemoryError):  # CPython's parser gives up on very deep nesting this way
+            why = "the parser ran out of stack or memory (nesting too deep for CPython itself)"
         return [
             meta(
                 display,
                 line,
                 (getattr(exc, "offset", None) or 1),
                 "OMNI-META-001",
-                f"file does not parse, no rule could check it: {exc.__class__.__name__}: {getattr(exc, 'msg', exc)}",
+                f"file does not parse, no rule could check it: {exc.__class__.__name__}: {why}",
                 key="parse-error",
             )
         ], []
@@ -243,11 +440,15 @@ def lint_source(
         if rule.scope != "file" or kind not in rule.kinds:
             continue
         ran.add(rule.id)
-        if rule.needles and not any(n in text for n in rule.needles):
+        if rule.needles and not _mentions(rule.needles, text):
             continue
         try:
             for rep in rule().check(src):
                 findings.append(to_finding(rule, rep, display, tree))
+        except RecursionError:
+            if deep:
+                raise _TooDeep(rule.id) from None
+            raise
         except Exception as exc:  # fail closed: a crashing rule is a finding and an error exit
             tb = traceback.extract_tb(exc.__traceback__)[-1]
             findings.append(
@@ -267,12 +468,34 @@ def lint_source(
             index = src.index
             loopy = sorted((f.cls or "", f.name) for f in index.functions.values() if f.text and _LOOPY.search(f.text))
             outgoing = {"calls": index.outgoing(), "loopy": loopy}
+        except RecursionError:
+            raise
         except Exception as exc:
             findings.append(meta(display, 1, 1, "OMNI-META-004", f"internal error in the package pass: {exc}"))
     return sorted(set(findings), key=Finding.sort_key), outgoing
 
 
+_LOOSE_NEEDLES: dict[tuple, re.Pattern] = {}
+
+
+def _mentions(needles, text: str) -> bool:
+    """A rule's textual prefilter. Needles are written in canonical spacing (``def forward``, ``id(``);
+    code spelled ``def  forward (`` or ``id (x)`` is the same code and must not skip the rule."""
+    if any(n in text for n in needles):
+        return True
+    key = tuple(needles)
+    loose = _LOOSE_NEEDLES.get(key)
+    if loose is None:
+        parts = [re.escape(n).replace("\\ ", r"\s+").replace("\\(", r"\s*\(") for n in needles]
+        loose = _LOOSE_NEEDLES[key] = re.compile("|".join(parts))
+    return loose.search(text) is not None
+
+
 _LOOPY = re.compile(r"\bfor\b|\bwhile\b|\byield\b")
+
+
+def unreadable(display: str, error: str) -> Finding:
+    return meta(display, 1, 1, "OMNI-META-004", f"cannot read {display}: {error}; the file was not checked")
 
 
 def _lint_chunk(items: list[tuple], facts: TreeFacts, rule_ids: list[str]):
@@ -281,10 +504,14 @@ def _lint_chunk(items: list[tuple], facts: TreeFacts, rule_ids: list[str]):
     out = []
     for abs_path, display, rel, digest, extra in items:
         try:
-            data = Path(abs_path).read_bytes()
+            data = read_source(abs_path)
+        except OSError as exc:  # changed since it was hashed: fail closed
+            out.append((abs_path, digest, [unreadable(display, exc.strerror or str(exc))], []))
+            continue
+        try:
             found, outgoing = lint_source(display, rel, data, facts, rules, extra)
             out.append((abs_path, digest, found, outgoing))
-        except Exception as exc:  # unreadable file: fail closed
+        except Exception as exc:  # fail closed, naming the file
             out.append((abs_path, digest, [meta(display, 1, 1, "OMNI-META-004", f"cannot lint file: {exc}")], []))
     return out
 
@@ -297,6 +524,7 @@ class FileItem:
     rel: str
     data: bytes
     digest: str
+    error: str | None = None  # why the file could not be read (then data is empty)
 
 
 def read_items(files: list[str], root: Path | None) -> list[FileItem]:
@@ -304,18 +532,17 @@ def read_items(files: list[str], root: Path | None) -> list[FileItem]:
     cwd = os.getcwd() + os.sep
     root_s = os.fspath(root) + os.sep if root is not None else None
     for f in files:
-        try:
-            with open(f, "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
-            raise UsageError(f"cannot read {f}: {exc.strerror}") from exc
         absf = os.path.abspath(f)
         display = absf[len(cwd) :] if absf.startswith(cwd) else absf
         if root_s is not None and absf.startswith(root_s):
             rel = absf[len(root_s) :].replace(os.sep, "/")
         else:
             rel = display.replace(os.sep, "/")
-        items.append(FileItem(absf, display, rel, data, hashlib.blake2b(data, digest_size=16).hexdigest()))
+        try:
+            data, error = read_source(f), None
+        except OSError as exc:  # reported as a finding on this file; the rest of the run goes on
+            data, error = b"", exc.strerror or str(exc)
+        items.append(FileItem(absf, display, rel, data, hashlib.blake2b(data, digest_size=16).hexdigest(), error))
     return items
 
 
@@ -355,6 +582,9 @@ def _run_file_rules(items: list[FileItem], facts: TreeFacts, rules, pool: _Pool,
     outgoing: dict[str, list] = {}
     todo = []
     for it in items:
+        if it.error is not None:
+            found[str(it.path)], outgoing[str(it.path)] = [unreadable(it.display, it.error)], {}
+            continue
         hit = cache.get(str(it.path), it.digest, it.display) if cache is not None else None
         if hit is not None:
             found[str(it.path)], outgoing[str(it.path)] = hit
@@ -504,6 +734,7 @@ def run_tree_rules(ctx: TreeContext, rules: list[type[Rule]]) -> LintResult:
     per_path: dict[str, list[Finding]] = {}
     ran = {r.id for r in rules if r.scope == "tree"}
     trees: dict[str, ast.Module | None] = {}
+    lines_of: dict[str, list[str]] = {}  # split once per file, not once per finding
     for rule in rules:
         if rule.scope != "tree":
             continue
@@ -518,9 +749,10 @@ def run_tree_rules(ctx: TreeContext, rules: list[type[Rule]]) -> LintResult:
                 if rel not in trees:
                     try:
                         trees[rel] = ast.parse(text) if rel.endswith(".py") else None
-                    except SyntaxError:
+                    except (SyntaxError, ValueError, RecursionError, MemoryError):
                         trees[rel] = None
-                lines = text.splitlines()
+                    lines_of[rel] = text.splitlines()
+                lines = lines_of[rel]
                 line_text = lines[rep.line - 1] if 0 < rep.line <= len(lines) else rep.message
                 per_path.setdefault(rel, []).append(to_finding(rule, rep, display, trees[rel], line_text.strip()))
         except Exception as exc:

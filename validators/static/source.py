@@ -13,7 +13,9 @@ from omnitts.validators.static.rule import CODE, CONFIG, CONSUMER, MODEL
 # Path components that make a file a consumer of engine outputs (tests, examples, benchmarks).
 _CONSUMER_DIRS = {"tests", "test", "examples", "example", "benchmarks", "benchmark", "apps", "demo", "demos"}
 _MODEL_HINT = re.compile(
-    r"^\s*def (forward|make_omni_output|on_requests_finished|preprocess|postprocess|compute_logits)\(", re.M
+    r"^[ \t\f]*(?:async[ \t]+)?def[ \t]+"
+    r"(forward|make_omni_output|on_requests_finished|preprocess|postprocess|compute_logits)[ \t]*\(",
+    re.M,
 )
 
 
@@ -48,7 +50,13 @@ class SourceFile:
 
     @cached_property
     def lines(self) -> list[str]:
-        return self.text.splitlines()
+        # Split on "\n" only (the engine normalised \r\n and \r): str.splitlines() also breaks at form
+        # feeds, \x1c-\x1e, \x85 and U+2028/9, which Python's tokenizer does not, and would shift every
+        # line number after one of them.
+        lines = self.text.split("\n")
+        if lines and not lines[-1]:
+            lines.pop()
+        return lines
 
     @cached_property
     def index(self):

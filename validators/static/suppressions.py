@@ -82,8 +82,13 @@ def apply(
     if not sups:
         return findings + meta
     kept = []
+    by_line: dict[int, list[Suppression]] = {}  # a line's candidates, in comment order (no O(F x S) scan)
+    for s in sorted(sups, key=lambda s: (s.line, s.col)):
+        by_line.setdefault(s.line, []).append(s)
+        if s.standalone:
+            by_line.setdefault(s.line + 1, []).append(s)
     for f in findings:
-        sup = next((s for s in sups if s.covers(f.line) and f.rule in s.rules and s.reason), None)
+        sup = next((s for s in by_line.get(f.line, ()) if f.rule in s.rules and s.reason), None)
         if sup is None:
             kept.append(f)
         else:

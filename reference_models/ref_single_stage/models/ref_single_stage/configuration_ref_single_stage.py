@@ -99,16 +99,20 @@ def init_weights_from_seed(module: nn.Module, seed: int, head_gain: float = 4.0,
     """Deterministic random weights for the tiny default model.
 
     Values are drawn on the CPU from ``seed`` in parameter order and then copied to wherever the parameters live, so
-    CPU and CUDA runs start from identical weights. Norm weights are ones and 1-D parameters (biases) zeros;
+    CPU and CUDA runs start from identical weights. Every draw names ``device="cpu"``: vLLM builds the model under a
+    default-device context (CUDA on a GPU), where a CPU generator would otherwise meet a CUDA ``randn``.
+
+    Norm weights are ones and 1-D parameters (biases) zeros;
     matrices are normal with std ``gain / sqrt(fan_in)``, where output heads (``*head``, ``heads.<k>``) get
     ``head_gain`` (wide greedy argmax margins) and convolutions ``conv_gain`` (keeps the waveform's level through the
     upsampling stack).
     """
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator(device="cpu").manual_seed(seed)
     for module_name, submodule in module.named_modules():
         for _, param in submodule.named_parameters(recurse=False):
             if param.dim() == 1:
-                values = torch.ones(param.shape) if "norm" in module_name else torch.zeros(param.shape)
+                fill = torch.ones if "norm" in module_name else torch.zeros
+                values = fill(param.shape, device="cpu")
             else:
                 if isinstance(submodule, nn.ConvTranspose1d):
                     fan_in = param.shape[0] * param.shape[2] // submodule.stride[0]
@@ -120,6 +124,6 @@ def init_weights_from_seed(module: nn.Module, seed: int, head_gain: float = 4.0,
                     gain = head_gain
                 elif isinstance(submodule, (nn.Conv1d, nn.ConvTranspose1d)):
                     gain = conv_gain
-                values = torch.randn(param.shape, generator=generator) * (gain / math.sqrt(fan_in))
+                values = torch.randn(param.shape, generator=generator, device="cpu") * (gain / math.sqrt(fan_in))
             with torch.no_grad():
                 param.copy_(values.to(dtype=param.dtype))

@@ -38,7 +38,9 @@ class {{ cookiecutter.camel }}FlowHead(nn.Module):
         self.mid_proj = nn.Linear(config.flow_hidden_size, config.flow_hidden_size)
         self.out_proj = nn.Linear(config.flow_hidden_size, flat)
         self.register_buffer("t_span", torch.linspace(0.0, 1.0, config.flow_steps + 1), persistent=False)
-        noise = torch.randn(config.max_frames + 1, flat, generator=torch.Generator().manual_seed(config.seed + 2))
+        # Drawn on the CPU (vLLM may build the model under a CUDA default device) and moved with the module.
+        generator = torch.Generator(device="cpu").manual_seed(config.seed + 2)
+        noise = torch.randn(config.max_frames + 1, flat, generator=generator, device="cpu")
         self.register_buffer("noise", noise, persistent=False)
 
     def velocity(self, x: torch.Tensor, t: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:

@@ -27,9 +27,17 @@ def test_text_to_audio() -> None:
     from vllm_omni import Omni
 
     omni = Omni(model=MODEL, deploy_config=DEPLOY)
-    request = {"prompt_token_ids": [1], "additional_information": {"text": ["Hello from vLLM-Omni."]}}
+    text = "Hello from vLLM-Omni."
+    request = {"prompt": text, "additional_information": {"text": [text]}}
     params = SamplingParams(temperature=0.0, max_tokens=2048, detokenize=False)
-    outputs = [out for stage in omni.generate(request, params) for req in stage.request_output for out in req.outputs]
+{%- if cookiecutter.flat_request_output %}
+    # Omni.generate() yields OmniRequestOutput, a vLLM RequestOutput: its completions are `.outputs`.
+    outputs = [out for req in omni.generate(request, params) for out in req.outputs]
+{%- else %}
+    # Omni.generate() yields OmniRequestOutput; the stage's RequestOutput is `.request_output`.
+    stages = omni.generate(request, params)
+    outputs = [out for stage in stages if stage.request_output is not None for out in stage.request_output.outputs]
+{%- endif %}
     audio_outputs = [out.multimodal_output for out in outputs if out.multimodal_output is not None]
     assert len(audio_outputs) == 1
     mm = audio_outputs[0]

@@ -31,7 +31,8 @@ def build_request(text: str, max_new_tokens: int | None = None) -> dict:
     additional: dict = {"text": [text]}
     if max_new_tokens is not None:
         additional["max_new_tokens"] = [max_new_tokens]
-    return {"prompt_token_ids": [1], "additional_information": additional}
+    # The text is the prompt: the engine tokenizes it, and the model's input_ids carry it.
+    return {"prompt": text, "additional_information": additional}
 
 
 def as_waveform(audio) -> torch.Tensor:
@@ -41,6 +42,16 @@ def as_waveform(audio) -> torch.Tensor:
     return torch.as_tensor(audio).reshape(-1)
 
 
+def completions(output) -> list:
+{%- if cookiecutter.flat_request_output %}
+    """The completions of one item of Omni.generate(): an OmniRequestOutput, which is a vLLM RequestOutput."""
+    return output.outputs
+{%- else %}
+    """The completions of one item of Omni.generate(): its stage's RequestOutput is `.request_output`."""
+    return output.request_output.outputs if output.request_output is not None else []
+{%- endif %}
+
+
 def main(args) -> None:
     omni = Omni(model=args.model, deploy_config=args.deploy_config, stage_init_timeout=args.stage_init_timeout)
     sampling_params = SamplingParams(temperature=0.0, max_tokens=2048, seed=args.seed, detokenize=False)
@@ -48,21 +59,20 @@ def main(args) -> None:
     output_dir.mkdir(parents=True, exist_ok=True)
 
     inputs = build_request(args.text, args.max_new_tokens)
-    for stage_outputs in omni.generate(inputs, sampling_params):
-        for i, req_output in enumerate(stage_outputs.request_output):
-            for j, out in enumerate(req_output.outputs):
-                mm = out.multimodal_output
-                if mm is None or mm.get("audio") is None:
-                    print(f"  [req {i}] no audio output")
-                    continue
-                waveform = as_waveform(mm["audio"]).float().cpu()
-                sr_value = mm.get("sr")
-                if isinstance(sr_value, list):
-                    sr_value = sr_value[-1]
-                sr = int(sr_value) if sr_value is not None else {{cookiecutter.sample_rate}}
-                path = output_dir / f"output_{i}_{j}.wav"
-                sf.write(str(path), waveform.numpy(), sr)
-                print(f"  saved {path} ({waveform.numel() / sr:.2f} s at {sr} Hz)")
+    for i, output in enumerate(omni.generate(inputs, sampling_params)):
+        for j, out in enumerate(completions(output)):
+            mm = out.multimodal_output
+            if mm is None or mm.get("audio") is None:
+                print(f"  [req {i}] no audio output")
+                continue
+            waveform = as_waveform(mm["audio"]).float().cpu()
+            sr_value = mm.get("sr")
+            if isinstance(sr_value, list):
+                sr_value = sr_value[-1]
+            sr = int(sr_value) if sr_value is not None else {{cookiecutter.sample_rate}}
+            path = output_dir / f"output_{i}_{j}.wav"
+            sf.write(str(path), waveform.numpy(), sr)
+            print(f"  saved {path} ({waveform.numel() / sr:.2f} s at {sr} Hz)")
 
 
 def parse_args():

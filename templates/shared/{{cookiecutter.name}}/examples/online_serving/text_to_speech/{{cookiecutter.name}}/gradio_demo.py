@@ -47,9 +47,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="{{cookiecutter.camel}} Gradio demo")
     parser.add_argument("--api-base", default="http://localhost:8091")
     parser.add_argument("--model", default="{{cookiecutter.hf_repo}}")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to serve on; 0.0.0.0 for every interface")
     parser.add_argument("--port", type=int, default=7860)
     args = parser.parse_args()
-    build_demo(args.api_base, args.model).queue().launch(server_port=args.port)
+    build_demo(args.api_base, args.model).queue().launch(server_name=args.host, server_port=args.port)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,224 @@
+"""Run the tree's own engine from the test process: environment, model directory, offline runs, the server.
+
+Everything vLLM-Omni runs in the engine environment (``install.ensure_engine_env``) as a subprocess whose
+``PYTHONPATH`` starts with the tree under test (its ``vllm_omni`` wins over the installed wheel) and omnitts's
+overlay (the CPU platform plugin of this checkout). The test process only reads files and HTTP responses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omnitts.knowledge.engine import ENGINE_ENV
+from omnitts.validators.engine import install
+
+
+class EngineError(RuntimeError):
+    """The engine could not be prepared or started; the message names the step and the log's tail."""
+
+
+def _tail(text: str, lines: int = 25) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+@dataclass
+class EngineEnv:
+    """The engine environment bound to one tree: how to run Python in it."""
+
+    release: str
+    python: Path
+    tree: Path
+    overlay: Path
+
+    @classmethod
+    def prepare(cls, tree: Path, release: str, work: Path) -> EngineEnv:
+        python = install.ensure_engine_env(release)
+        return cls(release, python, Path(tree).resolve(), install.overlay(work / "overlay"))
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.pop("PYTHONHOME", None)
+        env.update(ENGINE_ENV)
+        env["PYTHONPATH"] = os.pathsep.join([str(self.tree), str(self.overlay)])
+        env.setdefault("OMP_NUM_THREADS", "1")
+        return env
+
+    def run(self, args: list[str], *, timeout: float, log: Path) -> subprocess.CompletedProcess:
+        with log.open("w") as fh:
+            proc = subprocess.run(
+                [str(self.python), *args],
+                env=self.env(),
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+                cwd=str(log.parent),
+            )
+        return proc
+
+    def model_dir(self, model: str, out: Path, *, timeout: float = 300) -> Path:
+        """A loadable model directory for a tiny scaffolded model (built once per directory)."""
+        if (out / "omnitts_modeldir.json").is_file():
+            return out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        log = out.parent / f"{out.name}.modeldir.log"
+        # Built into a temporary sibling and renamed: a directory that exists is complete (parallel sessions race
+        # harmlessly; the loser's copy is dropped).
+        partial = Path(tempfile.mkdtemp(prefix=f"{out.name}.", dir=out.parent))
+        proc = self.run(
+            [
+                "-m",
+                "omnitts.validators.engine.modeldir",
+                "--tree",
+                str(self.tree),
+                "--model",
+                model,
+                "--out",
+                str(partial),
+            ],
+            timeout=timeout,
+            log=log,
+        )
+        if proc.returncode != 0:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise EngineError(f"building the model directory of {model} failed:\n{_tail(log.read_text())}")
+        try:
+            partial.rename(out)
+        except OSError:
+            shutil.rmtree(partial, ignore_errors=True)
+        return out
+
+    def offline(self, model_dir: Path, plan: dict, out: Path, *, timeout: float = 600) -> dict:
+        """Run the offline ``Omni`` on ``plan`` (see ``offline.py``); returns result.json with audio paths."""
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "plan.json").write_text(json.dumps(plan))
+        log = out / "offline.log"
+        try:
+            self.run(
+                [
+                    "-m",
+                    "omnitts.validators.engine.offline",
+                    "--model-dir",
+                    str(model_dir),
+                    "--plan",
+                    str(out / "plan.json"),
+                    "--out",
+                    str(out),
+                ],
+                timeout=timeout,
+                log=log,
+            )
+        except subprocess.TimeoutExpired:
+            return {"error": f"offline Omni did not finish in {timeout:.0f} s", "log": _tail(log.read_text())}
+        result_file = out / "result.json"
+        if not result_file.is_file():
+            return {"error": "offline Omni died without a result", "log": _tail(log.read_text())}
+        result = json.loads(result_file.read_text())
+        if "error" in result:
+            result["log"] = _tail(log.read_text())
+        return result
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Server:
+    """``vllm-omni serve DIR --omni`` of the tree, on 127.0.0.1 and a free port; ``stop()`` always ends it."""
+
+    env: EngineEnv
+    model_dir: Path
+    log: Path
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen | None = None
+    startup_s: float | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, *, timeout: float = 300) -> Server:
+        cmd = [
+            str(self.env.python),
+            "-c",
+            "import sys; from vllm_omni.entrypoints.cli.main import main; sys.argv[0] = 'vllm-omni'; sys.exit(main())",
+            "serve",
+            str(self.model_dir),
+            "--omni",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        fh = self.log.open("w")
+        started = time.monotonic()
+        # Own process group: stop() ends the server and every engine process it spawned.
+        self.proc = subprocess.Popen(
+            cmd,
+            env=self.env.env(),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            cwd=str(self.log.parent),
+            start_new_session=True,
+        )
+        fh.close()
+        while time.monotonic() - started < timeout:
+            if self.proc.poll() is not None:
+                raise EngineError(f"vllm-omni serve exited with {self.proc.returncode}:\n{_tail(self.log.read_text())}")
+            with contextlib.suppress(OSError, urllib.error.URLError):
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        self.startup_s = round(time.monotonic() - started, 2)
+                        return self
+            time.sleep(1.0)
+        self.stop()
+        raise EngineError(f"vllm-omni serve not healthy after {timeout:.0f} s:\n{_tail(self.log.read_text())}")
+
+    def stop(self, *, grace: float = 20) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        # Engine workers are in the same session; make sure none outlives the server.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def http(method: str, url: str, body: dict | None = None, *, timeout: float = 120) -> tuple[int, dict, bytes]:
+    """(status, headers, body) of one request; HTTP errors are answers, not exceptions."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers or {}), err.read()
+
+
+if __name__ == "__main__":  # pragma: no cover - manual use: python -m omnitts.validators.engine.runtime TREE MODEL
+    tree, model = Path(sys.argv[1]), sys.argv[2]
+    work = Path(sys.argv[3] if len(sys.argv) > 3 else "/tmp/omnitts-engine")
+    env = EngineEnv.prepare(tree, "0.30.0", work)
+    print(env.model_dir(model, work / "model"))
