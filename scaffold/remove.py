@@ -247,21 +247,23 @@ def _refuse_unscaffolded(index: TreeIndex, integ: Integration) -> None:
     point into the folder, and exactly the files of a pattern (or of the copied model); anything else
     was written by someone else, and deleting it would lose their work."""
     root, name, folder = index.root, integ.name, f"{layout.MODELS}/{integ.name}/"
-    if not (root / folder / "pipeline.py").is_file():
+    # 0.18 (stage_args topology): `new` writes stage_configs/<model_type>.yaml, no pipeline.py, no pipeline registry.
+    legacy = index.profile.era.stage_args_topology
+    marker = f"{layout.STAGE_CONFIGS}/{integ.model_type}.yaml" if legacy else f"{folder}pipeline.py"
+    if not (root / marker).is_file():
         raise ScaffoldError(
-            f"{folder} has no pipeline.py: it is a shared package or a model omnitts-scaffold new did not create;"
-            f" remove refuses it ({OVERRIDE})"
+            f"{folder} has no {'stage config ' + marker if legacy else 'pipeline.py'}: it is a shared package or a"
+            f" model omnitts-scaffold new did not create; remove refuses it ({OVERRIDE})"
         )
-    missing = [
-        what for what, points in (("registry", integ.registry), ("pipeline registry", integ.pipelines)) if not points
-    ]
+    wired = (("registry", integ.registry),) + (() if legacy else (("pipeline registry", integ.pipelines),))
+    missing = [what for what, points in wired if not points]
     if missing:
         raise ScaffoldError(
             f"{folder} has no {' or '.join(missing)} entry of its own, which new always writes: not a model"
             f" omnitts-scaffold new created; remove refuses it ({OVERRIDE})"
         )
     files = _model_files(root, name)
-    shapes = scaffold_shapes(name)
+    shapes = {p: shape - ({"pipeline.py"} if legacy else set()) for p, shape in scaffold_shapes(name).items()}
     if any(files == shape for shape in shapes.values()) or _like_shaped(root, name, files):
         return
     closest = min(shapes.values(), key=lambda shape: len(shape ^ files))
