@@ -239,13 +239,14 @@ def _hub_edits(names: ModelNames, ctx: dict[str, str]):
 
 def _refuse_taken_names(profile: LayoutProfile, names: ModelNames) -> None:
     """Refuse names another model owns; our own earlier run of the same `new` is not a conflict."""
-    check_name_in_tree(profile.root, names.name)
     pkg = profile.root / layout.MODELS / names.name
-    marker = (
+    marker = (  # what marks our own earlier run: 0.18 writes no pipeline.py, its stage config instead
         profile.root / layout.STAGE_CONFIGS / f"{names.model_type}.yaml"
         if profile.era.stage_args_topology
         else pkg / "pipeline.py"
     )
+    if not (pkg.is_dir() and marker.is_file()):
+        check_name_in_tree(profile.root, names.name)
     if pkg.exists() and not marker.exists():
         raise ScaffoldError(f"{layout.MODELS}/{names.name}/ already exists; the model name is taken")
     deploy = profile.root / layout.DEPLOY / f"{names.model_type}.yaml"

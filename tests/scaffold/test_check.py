@@ -117,8 +117,10 @@ def test_cli_exit_codes_and_output(pristine, capsys):
     assert main(["check", "no_such_tts", "--target", str(pristine("0.30.0"))]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no model 'no_such_tts'" in err
-    assert main(["check", "qwen3_tts", "--target", str(pristine("0.18.0"))]) == 2
-    assert "legacy stage_configs (0.18)" in capsys.readouterr().err
+    assert main(["check", "qwen3_tts", "--target", str(pristine("0.16.0"))]) == 2
+    assert "single-model serving (0.14-0.16)" in capsys.readouterr().err
+    assert main(["check", "qwen3_tts", "--target", str(pristine("0.18.0"))]) == 1  # 0.18 is checked: its gaps
+    assert "stage_config      present" in capsys.readouterr().out
 
 
 def test_committed_report_is_generated_and_every_gap_is_explained():
