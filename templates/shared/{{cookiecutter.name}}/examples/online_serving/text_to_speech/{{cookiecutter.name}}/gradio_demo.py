@@ -7,6 +7,8 @@ Start the server first (run_server.sh), then: python gradio_demo.py --api-base h
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 
 import gradio as gr
 import httpx
@@ -15,14 +17,35 @@ import numpy as np
 SAMPLE_RATE = {{cookiecutter.sample_rate}}
 
 
+def pcm_bytes(response: httpx.Response):
+    """The PCM bytes of a streamed /v1/audio/speech response, as they arrive.
+
+    ``"stream": true`` answers raw ``audio/pcm`` bytes on some releases and OpenAI ``speech.audio.delta`` SSE
+    events (base64 audio) on others; the response's content type says which, so this demo runs on both.
+    """
+    if not response.headers.get("content-type", "").startswith("text/event-stream"):
+        yield from response.iter_bytes()
+        return
+    for line in response.iter_lines():
+        if not line.startswith("data:"):
+            continue
+        event = json.loads(line[len("data:") :])
+        if event.get("type") == "speech.audio.delta":
+            yield base64.b64decode(event["audio"])
+        elif event.get("type") == "speech.audio.error":
+            raise gr.Error(event.get("error", {}).get("message", "speech generation failed"))
+
+
 def stream_speech(api_base: str, model: str, text: str):
     """Yield (sample_rate, int16 chunk) as PCM arrives, so the browser plays while generating."""
     payload = {"model": model, "input": text, "stream": True, "response_format": "pcm"}
     pending = b""
     with httpx.Client(timeout=300.0) as client:
         with client.stream("POST", f"{api_base}/v1/audio/speech", json=payload) as response:
-            response.raise_for_status()
-            for chunk in response.iter_bytes():
+            if response.is_error:
+                response.read()
+                raise gr.Error(f"server answered {response.status_code}: {response.text[:500]}")
+            for chunk in pcm_bytes(response):
                 pending += chunk
                 usable = len(pending) - len(pending) % 2
                 if usable:
