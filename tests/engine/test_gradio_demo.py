@@ -120,7 +120,16 @@ def test_demo_loads_streams_and_plays_in_chromium(served, demo_python, tmp_path)
     requests_before = server.log.read_text().count(SPEECH_LINE)
     with log.open("w") as fh:
         demo = subprocess.Popen(
-            [str(demo_python), str(tree / DEMO), "--api-base", server.url, "--model", str(model_dir), "--port", str(port)],
+            [
+                str(demo_python),
+                str(tree / DEMO),
+                "--api-base",
+                server.url,
+                "--model",
+                str(model_dir),
+                "--port",
+                str(port),
+            ],
             stdout=fh,
             stderr=subprocess.STDOUT,
             env=_demo_env(),
@@ -158,14 +167,18 @@ def test_demo_loads_streams_and_plays_in_chromium(served, demo_python, tmp_path)
         assert report_file.is_file(), f"no browser report:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
         report = json.loads(report_file.read_text())
         print(json.dumps(report, indent=1)[:4000])
-        assert "error" not in report, f"{report['error']}\n{report.get('traceback', '')}\ndemo log:\n{log.read_text()[-2000:]}"
+        assert "error" not in report, (
+            f"{report['error']}\n{report.get('traceback', '')}\ndemo log:\n{log.read_text()[-2000:]}"
+        )
         assert report["title"], "the page has no title"
         played = report["played"]
         assert played, f"no <audio> got a source and played: {report['audio']}\ndemo log:\n{log.read_text()[-2000:]}"
         assert played["currentSrc"] and played["error"] is None, played
         assert played["played"] > 0 or played["ended"], played
         assert shot.is_file() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
-        assert server.log.read_text().count(SPEECH_LINE) > requests_before, "the demo's request never reached the server"
+        assert server.log.read_text().count(SPEECH_LINE) > requests_before, (
+            "the demo's request never reached the server"
+        )
         keep = os.environ.get("OMNITTS_DEMO_SCREENSHOT")
         if keep:
             Path(keep).parent.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 from omnitts.scaffold.releases import cache_lock, cache_root
 
 # Pinned so a cached environment is reproducible; bumping a pin rebuilds it (the fingerprint changes).
-DEMO_PINS = ("gradio==6.31.0", "selenium==4.52.0")
+DEMO_PINS = ("gradio==6.31.0", "selenium==4.51.0")
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 DEBIAN_PACKAGES = ("chromium", "chromium-driver")
@@ -68,7 +68,10 @@ def ensure_demo_env() -> Path:
             shutil.rmtree(venv, ignore_errors=True)
             _run("venv", [sys.executable, "-m", "venv", str(venv)])
             py = venv / "bin" / "python"
-            _run("gradio and selenium", [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *DEMO_PINS])
+            _run(
+                "gradio and selenium",
+                [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *DEMO_PINS],
+            )
             _run("import check", [str(py), "-c", SMOKE])
             info = {"pins": list(DEMO_PINS), "seconds": round(time.monotonic() - started)}
             (venv / READY).write_text(json.dumps(info))
