@@ -96,6 +96,27 @@ def test_demo_stream_decodes_to_the_servers_audio(served, demo_python, tmp_path)
     assert np.abs(whole).max() > 0, "the server answered silence"
 
 
+def test_demo_without_ffmpeg_says_so_at_start(served, demo_python, tmp_path):
+    """Gradio's streaming audio output needs ffmpeg: without it the page loaded and every Speak ended in a bare
+    "Error". The demo now refuses to start, with a one-line reason."""
+    tree, model_dir, server = served
+    env = _demo_env()
+    env["PATH"] = str(tmp_path)  # an empty folder: no ffmpeg (the demo is started by its interpreter's path)
+    proc = subprocess.run(
+        [str(demo_python), str(tree / DEMO), "--api-base", server.url, "--model", str(model_dir), "--port", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode != 0
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .endswith("streaming playback needs ffmpeg on PATH (e.g. apt-get install ffmpeg)")
+    )
+
+
 def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -171,6 +192,9 @@ def test_demo_loads_streams_and_plays_in_chromium(served, demo_python, tmp_path)
             f"{report['error']}\n{report.get('traceback', '')}\ndemo log:\n{log.read_text()[-2000:]}"
         )
         assert report["title"], "the page has no title"
+        assert "demo_error" not in report, (
+            f"the page shows {report['demo_error']}; demo log:\n{log.read_text()[-2000:]}"
+        )
         played = report["played"]
         assert played, f"no <audio> got a source and played: {report['audio']}\ndemo log:\n{log.read_text()[-2000:]}"
         assert played["currentSrc"] and played["error"] is None, played

@@ -40,6 +40,12 @@ return Array.from(document.querySelectorAll('audio')).map(a => ({
 }));
 """
 
+# Gradio marks a failed event on the output component's status tracker; no point waiting for audio then.
+ERROR_JS = """
+return Array.from(document.querySelectorAll('[data-testid="status-tracker"] .error, [data-testid="toast-body"]'))
+  .map(e => e.innerText.trim()).filter(t => t);
+"""
+
 
 def _played(states: list[dict]) -> dict | None:
     for state in states:
@@ -83,6 +89,10 @@ def drive(args) -> dict:
             states = driver.execute_script(AUDIO_STATE_JS)
             if report.get("first_source_s") is None and any(s["currentSrc"] for s in states):
                 report["first_source_s"] = round(time.monotonic() - clicked, 2)
+            errors = driver.execute_script(ERROR_JS)
+            if errors:
+                report["demo_error"] = errors
+                break
             if _played(states):
                 report["playing_s"] = round(time.monotonic() - clicked, 2)
                 # Let it play a little so the screenshot shows a playing player and currentTime moved.

@@ -25,7 +25,8 @@ from omnitts.scaffold.releases import cache_lock, cache_root
 DEMO_PINS = ("gradio==6.31.0", "selenium==4.51.0")
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-DEBIAN_PACKAGES = ("chromium", "chromium-driver")
+FFMPEG = Path("/usr/bin/ffmpeg")  # Gradio's streaming audio output encodes with it
+DEBIAN_PACKAGES = ("chromium", "chromium-driver", "ffmpeg")
 READY = ".omnitts-demo-ready.json"
 SMOKE = "import gradio, httpx, numpy, selenium.webdriver; print(gradio.__version__)"
 
@@ -79,11 +80,12 @@ def ensure_demo_env() -> Path:
 
 
 def browser() -> tuple[Path, Path]:
-    """(chromium, chromedriver) from Debian's packages; fails closed with the install line when absent."""
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.is_file()]
+    """(chromium, chromedriver) from Debian's packages, and ffmpeg for the demo; fails closed with the install
+    line when one is absent."""
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER, FFMPEG) if not p.is_file()]
     if missing:
         raise DemoEnvError(
-            f"headless Chromium not found ({', '.join(missing)}): apt-get install -y {' '.join(DEBIAN_PACKAGES)}"
+            f"headless Chromium or ffmpeg not found ({', '.join(missing)}): apt-get install -y {' '.join(DEBIAN_PACKAGES)}"
         )
     return CHROMIUM, CHROMEDRIVER
 

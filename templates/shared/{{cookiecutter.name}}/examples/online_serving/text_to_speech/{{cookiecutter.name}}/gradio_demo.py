@@ -2,6 +2,7 @@
 """Gradio demo for {{cookiecutter.camel}} with streaming playback over /v1/audio/speech.
 
 Start the server first (run_server.sh), then: python gradio_demo.py --api-base http://localhost:8091
+Needs `pip install gradio httpx` and ffmpeg on PATH (Gradio encodes streamed audio for the browser with it).
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import shutil
+import sys
 
 import gradio as gr
 import httpx
@@ -72,6 +75,9 @@ def main() -> None:
     parser.add_argument("--model", default="{{cookiecutter.hf_repo}}")
     parser.add_argument("--port", type=int, default=7860)
     args = parser.parse_args()
+    if shutil.which("ffmpeg") is None:
+        # Without it the page loads but every Speak ends in "Error": Gradio encodes streamed audio with ffmpeg.
+        sys.exit("gradio_demo.py: streaming playback needs ffmpeg on PATH (e.g. apt-get install ffmpeg)")
     build_demo(args.api_base, args.model).queue().launch(server_port=args.port)
 
 
