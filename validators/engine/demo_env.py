@@ -85,7 +85,7 @@ def browser() -> tuple[Path, Path]:
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER, FFMPEG) if not p.is_file()]
     if missing:
         raise DemoEnvError(
-            f"headless Chromium or ffmpeg not found ({', '.join(missing)}): apt-get install -y {' '.join(DEBIAN_PACKAGES)}"
+            f"Chromium or ffmpeg not found ({', '.join(missing)}): apt-get install -y {' '.join(DEBIAN_PACKAGES)}"
         )
     return CHROMIUM, CHROMEDRIVER
 
