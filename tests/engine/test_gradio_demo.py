@@ -10,6 +10,7 @@ one from a real run).
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import soundfile as sf
 
 from .conftest import RELEASE, scaffold
 
@@ -132,7 +134,7 @@ def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float) -> N
 
 def test_demo_loads_streams_and_plays_in_chromium(served, demo_python, tmp_path):
     from omnitts.validators.engine.demo_env import browser
-    from omnitts.validators.engine.runtime import free_port
+    from omnitts.validators.engine.runtime import free_port, http
 
     tree, model_dir, server = served
     chromium, chromedriver = browser()
@@ -199,6 +201,16 @@ def test_demo_loads_streams_and_plays_in_chromium(served, demo_python, tmp_path)
         assert played, f"no <audio> got a source and played: {report['audio']}\ndemo log:\n{log.read_text()[-2000:]}"
         assert played["currentSrc"] and played["error"] is None, played
         assert played["played"] > 0 or played["ended"], played
+        # What the browser decoded lasts as long as the server's audio for the text (Gradio re-encodes it as
+        # mp3, whose padding is a few tens of ms): noise from a misread stream would be ~40 % longer.
+        status, _, body = http(
+            "POST", f"{server.url}/v1/audio/speech", {"model": str(model_dir), "input": TEXT, "response_format": "wav"}
+        )
+        assert status == 200, body[:500]
+        expected = sf.info(io.BytesIO(body)).duration
+        assert played["duration"] is not None and abs(played["duration"] - expected) <= max(0.15, 0.1 * expected), (
+            f"the browser's audio lasts {played['duration']} s, the server's {expected:.3f} s"
+        )
         assert shot.is_file() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
         assert server.log.read_text().count(SPEECH_LINE) > requests_before, (
             "the demo's request never reached the server"
