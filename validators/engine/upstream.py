@@ -128,6 +128,7 @@ def _qwen3_tts(out: Path) -> dict:
         architectures=["Qwen3TTSForConditionalGeneration"],
     )
     config.save_pretrained(out)
+    _drop_unaccepted_keys(out / "config.json", "speaker_encoder_config", config.speaker_encoder_config)
     codec = Qwen3TTSTokenizerV2Config(
         encoder_config={"hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 1, "head_dim": 64,
                         "num_key_value_heads": 1, "intermediate_size": 128, "codebook_size": 128,
@@ -146,6 +147,21 @@ def _qwen3_tts(out: Path) -> dict:
     return {"speaker": "tiny", "language": "english", "groups": groups}
 
 
+def _drop_unaccepted_keys(path: Path, key: str, sub_config) -> None:
+    """Keep only the arguments ``type(sub_config).__init__`` accepts in ``config.json[key]``.
+
+    Found here: 0.30.0's ``Qwen3TTSSpeakerEncoderConfig.__init__`` takes no ``**kwargs``, yet ``save_pretrained``
+    writes PretrainedConfig's common keys (``model_type``, ...) into the sub-config, so the tree's own config does
+    not round-trip: ``from_pretrained`` fails with "unexpected keyword argument 'model_type'". Real checkpoints
+    carry only the encoder's own fields; so does the tiny one."""
+    import inspect
+
+    accepted = set(inspect.signature(type(sub_config).__init__).parameters) - {"self"}
+    data = json.loads(path.read_text())
+    data[key] = {k: v for k, v in data[key].items() if k in accepted}
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
 BUILDERS = {"qwen3_tts": _qwen3_tts}
 
 
@@ -159,14 +175,57 @@ def build(tree: Path, model: str, out: Path) -> dict:
     return info
 
 
+def _requests(info: dict):
+    """The request builder for the model's offline ``Omni``: the text in ``additional_information`` the way the
+    release's serving code sends it for this model (Qwen3-TTS: task type, speaker, language)."""
+
+    def qwen3_tts(text: str) -> dict:
+        extra = {"task_type": ["CustomVoice"], "speaker": [info["speaker"]], "language": [info["language"]]}
+        extra["max_new_tokens"] = [info.get("max_new_tokens", 24)]
+        # The talker builds its prompt embeddings from the text; the token ids are a length placeholder.
+        return {"prompt_token_ids": [0] * 8, "additional_information": {"text": [text], **extra}}
+
+    return {"qwen3_tts": qwen3_tts}[info["model"]]
+
+
+def run_offline(model_dir: Path, plan: dict, out: Path) -> dict:
+    """The engine tier's offline driver (``offline.run``: solo then batched scenarios, audio to .npy) on an
+    upstream model: ``Omni`` with ``load_format="dummy"`` and the model's own request shape."""
+    import vllm_omni
+
+    from omnitts.validators.engine import offline
+
+    info = json.loads((model_dir / "omnitts_upstream.json").read_text())
+    omni_cls = vllm_omni.Omni
+    vllm_omni.Omni = lambda *a, **k: omni_cls(*a, load_format="dummy", **k)
+    offline._request = _requests(info)
+    return offline.run(str(model_dir), plan, out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="omnitts-engine-upstream")
-    parser.add_argument("--tree", required=True, type=Path)
-    parser.add_argument("--model", required=True, choices=sorted(BUILDERS))
-    parser.add_argument("--out", required=True, type=Path)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    make = sub.add_parser("build", help="write the tiny model directory")
+    make.add_argument("--tree", required=True, type=Path)
+    make.add_argument("--model", required=True, choices=sorted(BUILDERS))
+    make.add_argument("--out", required=True, type=Path)
+    drive = sub.add_parser("offline", help="run the offline Omni on the plan (dummy weights)")
+    drive.add_argument("--model-dir", required=True, type=Path)
+    drive.add_argument("--plan", required=True, type=Path)
+    drive.add_argument("--out", required=True, type=Path)
     args = parser.parse_args(argv)
-    print(json.dumps(build(args.tree.resolve(), args.model, args.out)))
-    return 0
+    if args.cmd == "build":
+        print(json.dumps(build(args.tree.resolve(), args.model, args.out)))
+        return 0
+    import traceback
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        result = run_offline(args.model_dir, json.loads(args.plan.read_text()), args.out)
+    except Exception as exc:  # recorded for the test, which fails with it
+        result = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    (args.out / "result.json").write_text(json.dumps(result, indent=1))
+    return 0 if "error" not in result else 1
 
 
 if __name__ == "__main__":
