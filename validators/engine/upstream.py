@@ -132,10 +132,11 @@ def _qwen3_tts(out: Path) -> dict:
     codec = Qwen3TTSTokenizerV2Config(
         encoder_config={"hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 1, "head_dim": 64,
                         "num_key_value_heads": 1, "intermediate_size": 128, "codebook_size": 128,
-                        "num_quantizers": groups, "num_semantic_quantizers": 1, "codebook_dim": 32},
+                        "num_quantizers": groups, "num_semantic_quantizers": 1, "codebook_dim": 32,
+                        "upsample_groups": 64, "num_filters": 8, "vector_quantization_hidden_dimension": 32},
         decoder_config={"codebook_size": 128, "hidden_size": 64, "latent_dim": 64, "num_attention_heads": 1,
                         "num_key_value_heads": 1, "head_dim": 64, "intermediate_size": 128, "num_hidden_layers": 1,
-                        "num_quantizers": groups, "decoder_dim": 64},
+                        "num_quantizers": groups, "decoder_dim": 64, "codebook_dim": 64},
         encoder_valid_num_quantizers=groups,
     )
     codec.save_pretrained(out / "speech_tokenizer")
