@@ -85,28 +85,29 @@ def _qwen3_tts(out: Path) -> dict:
     attn = {"num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 64}
     talker = {
         **attn,
-        "vocab_size": 160,
+        # Codec ids as the release's deploy config expects them (stop_token_ids [2150]); codes 0..2047.
+        "vocab_size": 2176,
         "hidden_size": 128,
         "intermediate_size": 256,
         "num_hidden_layers": 1,
         "num_code_groups": groups,
         "text_vocab_size": 512,
         "text_hidden_size": 64,
-        "codec_pad_id": 150,
-        "codec_bos_id": 151,
-        "codec_eos_token_id": 152,
-        "codec_think_id": 153,
-        "codec_nothink_id": 154,
-        "codec_think_bos_id": 155,
-        "codec_think_eos_id": 156,
-        "spk_id": {"tiny": 157},
+        "codec_pad_id": 2148,
+        "codec_bos_id": 2149,
+        "codec_eos_token_id": 2150,
+        "codec_think_id": 2154,
+        "codec_nothink_id": 2155,
+        "codec_think_bos_id": 2156,
+        "codec_think_eos_id": 2157,
+        "spk_id": {"tiny": 2160},
         "spk_is_dialect": {"tiny": False},
-        "codec_language_id": {"english": 158, "auto": 159},
+        "codec_language_id": {"english": 2161, "auto": 2162},
         "position_id_per_seconds": 12.5,
         "rope_scaling": {"rope_type": "default", "mrope_section": [8, 12, 12], "interleaved": True},
         "code_predictor_config": {
             **attn,
-            "vocab_size": 128,
+            "vocab_size": 2048,
             "hidden_size": 128,
             "intermediate_size": 256,
             "num_hidden_layers": 1,
@@ -131,10 +132,10 @@ def _qwen3_tts(out: Path) -> dict:
     _drop_unaccepted_keys(out / "config.json", "speaker_encoder_config", config.speaker_encoder_config)
     codec = Qwen3TTSTokenizerV2Config(
         encoder_config={"hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 1, "head_dim": 64,
-                        "num_key_value_heads": 1, "intermediate_size": 128, "codebook_size": 128,
+                        "num_key_value_heads": 1, "intermediate_size": 128, "codebook_size": 2048,
                         "num_quantizers": groups, "num_semantic_quantizers": 1, "codebook_dim": 32,
                         "upsample_groups": 64, "num_filters": 8, "vector_quantization_hidden_dimension": 32},
-        decoder_config={"codebook_size": 128, "hidden_size": 64, "latent_dim": 64, "num_attention_heads": 1,
+        decoder_config={"codebook_size": 2048, "hidden_size": 64, "latent_dim": 64, "num_attention_heads": 1,
                         "num_key_value_heads": 1, "head_dim": 64, "intermediate_size": 128, "num_hidden_layers": 1,
                         "num_quantizers": groups, "decoder_dim": 64, "codebook_dim": 64},
         encoder_valid_num_quantizers=groups,
@@ -145,7 +146,26 @@ def _qwen3_tts(out: Path) -> dict:
         tokenizer_object=_byte_wordlevel(_QWEN3_SPECIALS), eos_token="<|im_end|>", pad_token="<|endoftext|>"
     )
     fast.save_pretrained(out)
+    _deploy_overlay(out, "qwen3_tts.yaml", {
+        "stages": [
+            # Greedy and short: batch == solo needs deterministic sampling, and dummy weights rarely pick EOS.
+            {"stage_id": 0, "default_sampling_params": {"temperature": 0.0, "top_k": -1, "top_p": 1.0,
+                                                        "max_tokens": 24, "min_tokens": 2, "repetition_penalty": 1.0},
+             "subtalker_sampling_params": {"do_sample": False, "temperature": 1.0, "top_k": -1, "top_p": 1.0}},
+        ]
+    })
     return {"speaker": "tiny", "language": "english", "groups": groups}
+
+
+def _deploy_overlay(out: Path, release_yaml: str, overlay: dict) -> None:
+    """``omnitts_deploy.yaml``: the release's own deploy config (``base_config``, read where it lies in the tree,
+    not copied) with the overlay's stage fields on top."""
+    import vllm_omni
+
+    base = Path(vllm_omni.__file__).parent / "deploy" / release_yaml
+    if not base.is_file():
+        raise SystemExit(f"upstream: the tree has no deploy config {base}")
+    (out / "omnitts_deploy.yaml").write_text(json.dumps({"base_config": str(base), **overlay}, indent=1) + "\n")
 
 
 def _drop_unaccepted_keys(path: Path, key: str, sub_config) -> None:
@@ -198,7 +218,9 @@ def run_offline(model_dir: Path, plan: dict, out: Path) -> dict:
 
     info = json.loads((model_dir / "omnitts_upstream.json").read_text())
     omni_cls = vllm_omni.Omni
-    vllm_omni.Omni = lambda *a, **k: omni_cls(*a, load_format="dummy", **k)
+    deploy = model_dir / "omnitts_deploy.yaml"
+    extra = {"deploy_config": str(deploy)} if deploy.is_file() else {}
+    vllm_omni.Omni = lambda *a, **k: omni_cls(*a, load_format="dummy", **extra, **k)
     offline._request = _requests(info)
     return offline.run(str(model_dir), plan, out)
 
