@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -39,8 +38,17 @@ def engine_env(tmp_path_factory, engine_python):
 def test_upstream_model_offline_i1_i4(engine_env, tmp_path, model):
     model_dir = tmp_path / f"{model}-tiny"
     proc = engine_env.run(
-        ["-m", "omnitts.validators.engine.upstream", "build", "--tree", str(engine_env.tree), "--model", model,
-         "--out", str(model_dir)],
+        [
+            "-m",
+            "omnitts.validators.engine.upstream",
+            "build",
+            "--tree",
+            str(engine_env.tree),
+            "--model",
+            model,
+            "--out",
+            str(model_dir),
+        ],
         timeout=300,
         log=tmp_path / "build.log",
     )
@@ -50,8 +58,17 @@ def test_upstream_model_offline_i1_i4(engine_env, tmp_path, model):
     (out / "plan.json").write_text(json.dumps({"texts": TEXTS, "batches": BATCHES}))
     started = time.monotonic()
     proc = engine_env.run(
-        ["-m", "omnitts.validators.engine.upstream", "offline", "--model-dir", str(model_dir), "--plan",
-         str(out / "plan.json"), "--out", str(out)],
+        [
+            "-m",
+            "omnitts.validators.engine.upstream",
+            "offline",
+            "--model-dir",
+            str(model_dir),
+            "--plan",
+            str(out / "plan.json"),
+            "--out",
+            str(out),
+        ],
         timeout=900,
         log=out / "offline.log",
     )

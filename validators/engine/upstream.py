@@ -74,7 +74,6 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 def _qwen3_tts(out: Path) -> dict:
     from transformers import EncodecFeatureExtractor, PreTrainedTokenizerFast
-
     from vllm_omni.model_executor.models.qwen3_tts.configuration_qwen3_tts import Qwen3TTSConfig
     from vllm_omni.model_executor.models.qwen3_tts.tokenizer_12hz.configuration_qwen3_tts_tokenizer_v2 import (
         Qwen3TTSTokenizerV2Config,
@@ -116,8 +115,12 @@ def _qwen3_tts(out: Path) -> dict:
     }
     config = Qwen3TTSConfig(
         talker_config=talker,
-        speaker_encoder_config={"enc_dim": 128, "enc_channels": [32, 32, 32, 32, 96], "enc_attention_channels": 16,
-                                "enc_se_channels": 16},
+        speaker_encoder_config={
+            "enc_dim": 128,
+            "enc_channels": [32, 32, 32, 32, 96],
+            "enc_attention_channels": 16,
+            "enc_se_channels": 16,
+        },
         tokenizer_type="qwen3_tts_tokenizer_12hz",
         tts_model_size="tiny",
         tts_model_type="custom_voice",
@@ -131,13 +134,34 @@ def _qwen3_tts(out: Path) -> dict:
     config.save_pretrained(out)
     _drop_unaccepted_keys(out / "config.json", "speaker_encoder_config", config.speaker_encoder_config)
     codec = Qwen3TTSTokenizerV2Config(
-        encoder_config={"hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 1, "head_dim": 64,
-                        "num_key_value_heads": 1, "intermediate_size": 128, "codebook_size": 2048,
-                        "num_quantizers": groups, "num_semantic_quantizers": 1, "codebook_dim": 32,
-                        "upsample_groups": 64, "num_filters": 8, "vector_quantization_hidden_dimension": 32},
-        decoder_config={"codebook_size": 2048, "hidden_size": 64, "latent_dim": 64, "num_attention_heads": 1,
-                        "num_key_value_heads": 1, "head_dim": 64, "intermediate_size": 128, "num_hidden_layers": 1,
-                        "num_quantizers": groups, "decoder_dim": 64, "codebook_dim": 64},
+        encoder_config={
+            "hidden_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 1,
+            "head_dim": 64,
+            "num_key_value_heads": 1,
+            "intermediate_size": 128,
+            "codebook_size": 2048,
+            "num_quantizers": groups,
+            "num_semantic_quantizers": 1,
+            "codebook_dim": 32,
+            "upsample_groups": 64,
+            "num_filters": 8,
+            "vector_quantization_hidden_dimension": 32,
+        },
+        decoder_config={
+            "codebook_size": 2048,
+            "hidden_size": 64,
+            "latent_dim": 64,
+            "num_attention_heads": 1,
+            "num_key_value_heads": 1,
+            "head_dim": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 1,
+            "num_quantizers": groups,
+            "decoder_dim": 64,
+            "codebook_dim": 64,
+        },
         encoder_valid_num_quantizers=groups,
     )
     codec.save_pretrained(out / "speech_tokenizer")
@@ -146,14 +170,27 @@ def _qwen3_tts(out: Path) -> dict:
         tokenizer_object=_byte_wordlevel(_QWEN3_SPECIALS), eos_token="<|im_end|>", pad_token="<|endoftext|>"
     )
     fast.save_pretrained(out)
-    _deploy_overlay(out, "qwen3_tts.yaml", {
-        "stages": [
-            # Greedy and short: batch == solo needs deterministic sampling, and dummy weights rarely pick EOS.
-            {"stage_id": 0, "default_sampling_params": {"temperature": 0.0, "top_k": -1, "top_p": 1.0,
-                                                        "max_tokens": 24, "min_tokens": 2, "repetition_penalty": 1.0},
-             "subtalker_sampling_params": {"do_sample": False, "temperature": 1.0, "top_k": -1, "top_p": 1.0}},
-        ]
-    })
+    _deploy_overlay(
+        out,
+        "qwen3_tts.yaml",
+        {
+            "stages": [
+                # Greedy and short: batch == solo needs deterministic sampling, and dummy weights rarely pick EOS.
+                {
+                    "stage_id": 0,
+                    "default_sampling_params": {
+                        "temperature": 0.0,
+                        "top_k": -1,
+                        "top_p": 1.0,
+                        "max_tokens": 24,
+                        "min_tokens": 2,
+                        "repetition_penalty": 1.0,
+                    },
+                    "subtalker_sampling_params": {"do_sample": False, "temperature": 1.0, "top_k": -1, "top_p": 1.0},
+                },
+            ]
+        },
+    )
     return {"speaker": "tiny", "language": "english", "groups": groups}
 
 
