@@ -174,6 +174,9 @@ def _qwen3_tts(out: Path) -> dict:
         out,
         "qwen3_tts.yaml",
         {
+            # Whole-payload hand-over between the stages: with async chunks the code2wav stage waited forever
+            # for its first chunk on CPU (docs/upstream_models.md).
+            "async_chunk": False,
             "stages": [
                 # Greedy and short: batch == solo needs deterministic sampling, and dummy weights rarely pick EOS.
                 {
