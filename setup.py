@@ -40,7 +40,8 @@ extras = {
     # runtime validators and reference models (CPU is enough)
     "runtime": RUNTIME,
     # everything the test suite needs; ruff is pinned per target tree at test time, this one lints omnitts itself
-    "test": [*RUNTIME, "pytest-xdist>=3.5", "pytest-timeout>=2.3"],
+    # pre-commit: tests/static/test_precommit_hooks.py runs the shipped hooks through `pre-commit try-repo`
+    "test": [*RUNTIME, "pytest-xdist>=3.5", "pytest-timeout>=2.3", "pre-commit>=3.5"],
 }
 # the vLLM that goes with each vLLM-Omni release (real-vLLM tier), from the one pairing table:
 # pip install 'omnitts[vllm-0-30-0]' for a 0.30.0 tree

@@ -138,11 +138,17 @@ def _finish(plan, root: Path, profile, *, dry_run: bool, nothing: str) -> list[P
     if not plan.changes:
         print(nothing, file=sys.stderr)
         return None
+    marks = [(_mark(op), op.rel) for op in plan.changes]
     written = plan.apply()
     print(f"{plan.summary()} in {root} ({_era(profile)})", file=sys.stderr)
-    for path in written:
-        print(path.relative_to(root))
+    for mark, rel in marks:
+        print(f"{mark:8} {rel}")
     return written
+
+
+def _mark(op) -> str:
+    """What happened to one file, as `new`/`remove` print it: created, patched or deleted."""
+    return "created" if op.old is None else "deleted" if op.is_delete else "patched"
 
 
 def cmd_new(args: argparse.Namespace) -> int:
@@ -183,6 +189,10 @@ def cmd_new(args: argparse.Namespace) -> int:
     )
     if written and args.commit:
         _commit(root, written, message)
+    if written:
+        from omnitts.scaffold.new import next_steps
+
+        print("\n" + next_steps(root, args.name, plan, committed=args.commit, like=args.like), file=sys.stderr)
     return 0
 
 

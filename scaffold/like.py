@@ -7,7 +7,9 @@ has is made again for the new names, by the same codemods `new` uses; all of it 
 applied as one transaction. Unlike `add-new-model-like`, nothing is inserted at marker strings, a
 second identical run is a no-op, and `remove NAME` undoes it byte for byte.
 
-Renaming is case- and separator-aware: for `fish_speech` -> `my_tts`, `fish_speech`, `FishSpeech`,
+Renaming is case- and separator-aware and touches whole identifiers only (or whole CamelCase / snake_case
+components of one: `FishSpeechConfig`, `fish_speech_talker`), never the inside of a word (`selfish speechless`,
+`cosyvoice30` stay as they are): for `fish_speech` -> `my_tts`, `fish_speech`, `FishSpeech`,
 `FISH_SPEECH`, `Fish Speech` and `fish-speech` become `my_tts`, `MyTts`, `MY_TTS`, `My Tts` and
 `my-tts`. The source's served type and pipeline keys (`fish_tts`, `fish_qwen3_omni`) become the new
 model type, and an entry stage key that does not contain the source's name (`latent_generator`)
@@ -52,8 +54,29 @@ class Renamer:
             text = re.sub(rf"""(["']){re.escape(old)}\1""", lambda m, new=new: f"{m.group(1)}{new}{m.group(1)}", text)
         for old, new in self.pairs:
             single = "_" not in old.strip("_")
-            text = _pattern(old).sub(lambda m, new=new, single=single: _respell(m.group(0), new, single), text)
+            text = _pattern(old).sub(
+                lambda m, new=new, single=single: _respell(m.group(0), new, single) if _whole(m) else m.group(0), text
+            )
         return text
+
+
+def _whole(m: re.Match) -> bool:
+    """The match is a whole identifier or a whole component of one (`fish_speech_talker`, `FishSpeechConfig`,
+    `Qwen3TTSTalker`), not the inside of a longer word: `selfish speechless`, `cosyvoice30`."""
+    text, start, end, word = m.string, m.start(), m.end(), m.group(0)
+    if start > 0 and text[start - 1].isalnum():
+        prev = text[start - 1]
+        camel = word[0].isupper() and (prev.islower() or prev.isdigit() or (len(word) > 1 and word[1].islower()))
+        if not camel:
+            return False
+    if end < len(text) and text[end].isalnum():
+        nxt = text[end]
+        after = text[end + 1] if end + 1 < len(text) else ""
+        mixed = any(c.islower() for c in word)  # an all-caps word runs on in caps: `VOXCPM2X`
+        camel = nxt.isupper() and ((mixed and (word[-1].islower() or word[-1].isdigit())) or after.islower())
+        if not camel:
+            return False
+    return True
 
 
 def _pattern(snake: str) -> re.Pattern:

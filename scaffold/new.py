@@ -253,3 +253,55 @@ def _run_file_patches(args: tuple[list[Patch], str]) -> str:  # kept for benchma
     from omnitts.scaffold.integration import _run_file_patches as run
 
     return run(args)
+
+
+def next_steps(root: Path, name: str, plan: Plan, *, committed: bool = False, like: str | None = None) -> str:
+    """What the contributor does after `new`: the files that hold the tiny model (to replace with the real
+    one), the configs to tune, and the commands that prove the port (docs/tutorial.md walks through them)."""
+    created = sorted(op.rel for op in plan.changes if op.old is None)
+    model_dir = f"{profiles.MODELS}/{name}/"
+    model = [r for r in created if r.startswith(model_dir) and Path(r).name not in ("__init__.py", "pipeline.py")]
+    configs = [r for r in created if r.startswith(("vllm_omni/deploy/", "vllm_omni/model_executor/stage_configs/"))]
+    glue = [r for r in created if "/stage_input_processors/" in r or "/tts_adapters/" in r]
+    tests = sorted({str(Path(r).parent) for r in created if r.startswith("tests/")})
+    touched = [op.rel for op in plan.changes]
+    lines = ["next steps (docs/tutorial.md walks through each):"]
+    if like:
+        lines.append(f"  1. make the copy of {like} your model (its code, config fields and load_weights()):")
+    else:
+        lines.append("  1. replace the tiny model (random weights from config.seed) with the real one:")
+    lines += [f"       {r}" for r in model]
+    if not like:
+        lines.append(
+            "     and make load_weights() map the checkpoint's names; keep the forward contract of these files"
+        )
+    if configs or glue:
+        lines.append("  2. tune the stage wiring (max_num_seqs >= 4 on the AR stage, chunk sizes, processor):")
+        lines += [f"       {r}" for r in configs + glue]
+    lines.append("  3. run the generated tests (need the release's vLLM installed and this tree importable):")
+    unit = [t for t in tests if "/models/" in t]
+    lines += [f"       cd {root} && python -m pytest -q {t}" for t in unit] or [
+        "       (none here: this tree has no tests/)"
+    ]
+    lines.append("  4. run the validators (static rules + runtime checks of I1-I5) and the linter:")
+    lines.append(f"       omnitts-validate --omni-root {root} --model {name}")
+    lines.append(f"       cd {root} && omnitts-lint {' '.join([model_dir.rstrip('/'), *glue])}")
+    lines.append("  5. commit through the hooks (`.pre-commit-hooks.yaml`: omnitts-lint, omnitts-integration):")
+    if committed:
+        lines.append(
+            "       already committed (--commit); run `pre-commit run --from-ref HEAD~1 --to-ref HEAD` to re-check"
+        )
+    else:
+        lines.append(f"       git -C {root} add {' '.join(_common_dirs(touched, name))}")
+        lines.append(f"       cd {root} && pre-commit run && git commit -s")
+    return "\n".join(lines)
+
+
+def _common_dirs(rels: list[str], name: str) -> list[str]:
+    """The paths to `git add`: each folder named after the model once, every other file by itself."""
+    out = set()
+    for rel in rels:
+        parts = Path(rel).parts
+        cut = next((i for i, part in enumerate(parts[:-1]) if part == name), None)
+        out.add(Path(*parts[: cut + 1]).as_posix() if cut is not None else rel)
+    return sorted(out)

@@ -28,6 +28,7 @@ EXPECTED = {  # engine checks per tier (validators/checks/test_engine_tier.py)
         "test_engine_offline_duration_and_sr",
         "test_engine_offline_concurrent_equals_solo",
         "test_engine_offline_text_reaches_the_model",
+        "test_engine_offline_example_runs",
     },
     "server": {
         "test_engine_server_response_formats",
@@ -40,8 +41,16 @@ EXPECTED = {  # engine checks per tier (validators/checks/test_engine_tier.py)
 
 @pytest.fixture(scope="module")
 def trees(tmp_path_factory, engine_python):
+    """pattern -> a 0.30.0 tree with that pattern scaffolded (made on first use: a -k run scaffolds only its own)."""
     tmp = tmp_path_factory.mktemp("engine-trees")
-    return {pattern: scaffold(tmp, pattern, f"tiny_{pattern.replace('-', '_')}") for pattern in PATTERNS}
+    made: dict[str, Path] = {}
+
+    def tree(pattern: str) -> Path:
+        if pattern not in made:
+            made[pattern] = scaffold(tmp, pattern, f"tiny_{pattern.replace('-', '_')}")
+        return made[pattern]
+
+    return tree
 
 
 def _engine_processes(token: str) -> set[int]:
@@ -61,7 +70,7 @@ def _engine_processes(token: str) -> set[int]:
 @pytest.mark.parametrize("tier", ["offline", "server"])
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_engine_tier_passes_on_the_scaffolded_model(trees, tmp_path, pattern, tier):
-    tree = trees[pattern]
+    tree = trees(pattern)
     name = f"tiny_{pattern.replace('-', '_')}"
     junit = tmp_path / "junit.xml"
     token = uuid.uuid4().hex

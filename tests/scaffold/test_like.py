@@ -189,6 +189,10 @@ def test_like_refusals_leave_the_tree_unchanged(work_tree, hash_tree, capsys, ar
             "Qwen3TTSTalkerForConditionalGeneration qwen3_tts_talker",
             "MyTtsTalkerForConditionalGeneration my_tts_talker",
         ),
+        # Whole identifiers only: never inside a longer word or number.
+        ("selfish speechless", "selfish speechless"),
+        ("a selfish_speech fish_speechless voxcpm20 VOXCPM2X", "a selfish_speech fish_speechless voxcpm20 VOXCPM2X"),
+        ("TTSFishSpeech(fish_speech.FishSpeechConfig) run_fish_speech()", "TTSMyTts(my_tts.MyTtsConfig) run_my_tts()"),
     ],
 )
 def test_renaming_keeps_case_and_separators(text, expected):
@@ -198,3 +202,10 @@ def test_renaming_keeps_case_and_separators(text, expected):
     )
     assert rename(text) == expected
     assert _respell("MOSS-TTS-Nano", "my_tts") == "My-Tts"
+
+
+def test_renaming_leaves_longer_identifiers_alone():
+    """cosyvoice3 -> my_tts renames the model's own names, not `cosyvoice30` or `COSYVOICE3X`."""
+    rename = Renamer((("cosyvoice3", "my_tts"),))
+    text = "cosyvoice3 CosyVoice3Model cosyvoice30 COSYVOICE3X cosyvoice3_talker"
+    assert rename(text) == "my_tts MyTtsModel cosyvoice30 COSYVOICE3X my_tts_talker"

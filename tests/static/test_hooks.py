@@ -21,8 +21,10 @@ def test_two_hooks_with_required_keys():
         assert {"id", "name", "entry", "language"} <= set(h)
         assert h["entry"].split()[0] == "omnitts-lint"
     assert hooks["omnitts-lint"].get("pass_filenames", True) is True
-    assert hooks["omnitts-integration"]["pass_filenames"] is False
-    assert "--integration" in hooks["omnitts-integration"]["entry"]
+    # The integration hook judges the change: it gets the changed files, in one run.
+    assert hooks["omnitts-integration"].get("pass_filenames", True) is True
+    assert hooks["omnitts-integration"]["require_serial"] is True
+    assert "--changed" in hooks["omnitts-integration"]["entry"]
 
 
 def test_integration_hook_fires_on_shared_files_only():
@@ -39,7 +41,8 @@ def test_integration_hook_fires_on_shared_files_only():
         "vllm_omni/engine/output_processor.py",
         "examples/offline_inference/text_to_speech/README.md",
     ]
-    private = ["vllm_omni/model_executor/models/qwen3_tts/qwen3_tts_talker.py", "tests/test_x.py", "README.md"]
+    shared.append("vllm_omni/model_executor/models/qwen3_tts/qwen3_tts_talker.py")  # may enforce max_num_seqs
+    private = ["vllm_omni/model_executor/models/qwen3_tts/sub/x.py", "tests/test_x.py", "README.md", "docs/a.md"]
     assert all(pattern.search(p) for p in shared)
     assert not any(pattern.search(p) for p in private)
 

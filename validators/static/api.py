@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from omnitts.validators.static import engine
+from omnitts.validators.static.baseline import Coverage
 from omnitts.validators.static.engine import LintResult, UsageError
 from omnitts.validators.static.finding import Finding
 from omnitts.validators.static.treefacts import PKG, TreeContext, facts_for, find_model_root, find_root
@@ -45,6 +46,10 @@ def _tree_digest(ctx: TreeContext) -> str:
                 if p.is_dir() and p.name == tf.TTS_HUB:
                     for q in sorted(p.glob("*/*")):
                         h.update(q.relative_to(d).as_posix().encode())
+    # Model modules (OMNI-INT-001 reads a limit a model enforces in code): their stat, not their bytes.
+    for p in sorted((ctx.root / ctx.dir("models")).glob("*/*.py")):
+        st = p.stat()
+        h.update(f"{p.parent.name}/{p.name}:{st.st_size}:{st.st_mtime_ns}".encode())
     h.update(repr(sorted(ctx.focus) if ctx.focus is not None else None).encode())
     return h.hexdigest()
 
@@ -66,8 +71,13 @@ def run(
     jobs: int = 1,
     use_cache: bool = False,
     focus: set[str] | None = None,
+    changed: list[str] | None = None,
 ) -> LintResult:
+    """``changed``: the files a commit changes (the integration hook): the tree-scope rules then report
+    only findings that involve the models those files touch, and no per-file rule runs."""
     select = [s for s in select] if select else None
+    if changed is not None:
+        return _run_changed(changed, select=select, root=root, use_cache=use_cache)
     loaded: list = []
 
     def rules():
@@ -134,6 +144,40 @@ def run(
     if cache is not None:
         cache.save()
     res.findings = sorted(set(res.findings), key=Finding.sort_key)
+    res.coverage = Coverage(
+        files=None if tree_only else frozenset(_abs(it.path) for it in items),
+        tree_root=_abs(ctx_root) if background is not None else None,
+        tree_focus=(frozenset(tfocus) if tfocus is not None else None) if background is not None else None,
+        select=select,
+    )
+    return res
+
+
+def _run_changed(changed: list[str], *, select, root, use_cache: bool) -> LintResult:
+    """The integration hook: tree-scope rules on the models the changed files touch."""
+    from omnitts.validators.static import changes
+
+    start = Path(root) if root else Path.cwd()
+    tree_root = find_root(start) or find_model_root(start)
+    if tree_root is None:
+        raise UsageError(
+            f"--changed: no vLLM-Omni tree (a directory holding {PKG}/__init__.py) or model root at or above {start}"
+        )
+    tree_root = _abs(tree_root)
+    if not changed:
+        try:
+            changed = [str(tree_root / rel) for rel in changes.staged_files(tree_root)]
+        except (OSError, RuntimeError) as exc:
+            raise UsageError(f"--changed without files needs git's staged files: {exc}") from exc
+    ctx = TreeContext(tree_root, facts_for(find_root(tree_root)))
+    models, focus = changes.change_focus(ctx, changes.relative_to_root(changed, tree_root))
+    res = run([], select=select, root=tree_root, integration=True, use_cache=use_cache, focus=focus)
+    res.notices.append(
+        f"integration checks for {len(changed)} changed file(s): "
+        + (f"model(s) {', '.join(sorted(models))}" if models else "no model touched")
+    )
+    res.files = 0
+    res.coverage = Coverage(files=None, tree_root=tree_root, tree_focus=frozenset(focus), select=select)
     return res
 
 

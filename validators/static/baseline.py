@@ -6,7 +6,12 @@ valid. Comparing a run with the baseline:
 - an entry with fewer current findings than its count is fixed (partly): a notice asks to shrink it;
 - in a full scan, an entry with no current finding (or whose file is gone) is stale: the run fails;
   in a partial scan (pre-commit on changed files) entries of files not scanned are ignored.
-The baseline is written only on request (``--write-baseline``) with a reason; CI never regenerates it.
+Only entries the run could have reported are judged (``Coverage``): a per-file rule's entry when its
+file was linted, a tree rule's entry when the tree rules ran with the file in focus, and only for rules
+selected. So one baseline serves both hooks: the per-file hook never calls the integration entries
+stale, and the integration hook (`--integration`, `--changed`) never calls the per-file entries stale.
+The baseline is written only on request (``--write-baseline``) with a reason; CI never regenerates it;
+``--shrink-baseline`` lowers counts to what the run found and drops fixed entries (never adds any).
 """
 
 from __future__ import annotations
@@ -47,6 +52,39 @@ class Outcome:
     baselined: int = 0
     notices: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)  # errors in a full scan
+    used: Counter = field(default_factory=Counter)  # findings each judged entry accepted
+    judged: list[Entry] = field(default_factory=list)  # entries the run covered
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What one lint run judged: the files the per-file rules read (absolute; None: no per-file rule
+    ran), the tree the tree-scope rules ran on (None: they did not run) and their focus (None: the
+    whole tree), and the rule selection (None: every rule)."""
+
+    files: frozenset[Path] | None
+    tree_root: Path | None
+    tree_focus: frozenset[str] | None
+    select: list[str] | None = None
+
+    def covers(self, entry: Entry, base: Path) -> bool:
+        from omnitts.validators.static import engine
+
+        rule = engine.all_rules().get(entry.rule)
+        if rule is None:
+            return True  # an unknown rule id: judged (and reported stale) rather than kept silently
+        if self.select is not None and entry.rule not in {r.id for r in engine.select_rules(self.select)}:
+            return False
+        path = Path(os.path.abspath(base / entry.path))
+        if rule.scope == "tree":
+            if self.tree_root is None:
+                return False
+            try:
+                rel = path.relative_to(self.tree_root).as_posix()
+            except ValueError:
+                return False
+            return self.tree_focus is None or rel in self.tree_focus
+        return self.files is not None and path in self.files
 
 
 def _rel(path: str, base: Path) -> str:
@@ -99,8 +137,16 @@ def write(path: Path, findings: list[Finding], reason: str) -> int:
     return len(entries)
 
 
-def compare(findings: list[Finding], entries: list[Entry], base: Path, scanned: set[str] | None, full: bool) -> Outcome:
-    """``scanned``: relative paths (to ``base``) the run covered; None = everything."""
+def compare(
+    findings: list[Finding],
+    entries: list[Entry],
+    base: Path,
+    scanned: set[str] | None,
+    full: bool,
+    coverage: Coverage | None = None,
+) -> Outcome:
+    """``scanned``: relative paths (to ``base``) the run covered; None = everything. ``coverage``, when
+    given, narrows the entries judged to those the run could have reported."""
     out = Outcome()
     budget = {e.key: e for e in entries}
     used: Counter = Counter()
@@ -115,9 +161,13 @@ def compare(findings: list[Finding], entries: list[Entry], base: Path, scanned: 
             out.baselined += 1
         else:
             out.new.append(f)
+    out.used = used
     for e in entries:
         if scanned is not None and e.path not in scanned:
             continue
+        if coverage is not None and not coverage.covers(e, base):
+            continue
+        out.judged.append(e)
         n = used[e.key]
         if n == 0 and (full or not (base / e.path).exists()):
             out.stale.append(f"stale baseline entry: {e.rule} in {e.path} ({e.symbol}) no longer reported; remove it")
@@ -127,6 +177,24 @@ def compare(findings: list[Finding], entries: list[Entry], base: Path, scanned: 
                 "lower its count (the ratchet only goes down)"
             )
     return out
+
+
+def shrink(path: Path, entries: list[Entry], outcome: Outcome) -> tuple[int, int]:
+    """Lower each judged entry's count to the findings it accepted in this run; drop entries that accept
+    none. Entries the run did not judge are kept as they are. Returns (entries lowered, entries dropped)."""
+    judged = {id(e) for e in outcome.judged}
+    kept, lowered, dropped = [], 0, 0
+    for e in entries:
+        if id(e) in judged and outcome.used[e.key] < e.count:
+            if outcome.used[e.key] == 0:
+                dropped += 1
+                continue
+            e = Entry(e.path, e.rule, e.symbol, e.hash, outcome.used[e.key], e.reason)
+            lowered += 1
+        kept.append(e)
+    data = {"version": VERSION, "entries": [e.__dict__ for e in kept]}
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return lowered, dropped
 
 
 def find_default(start: Path) -> Path | None:

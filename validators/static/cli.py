@@ -42,6 +42,17 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the tree-wide integration checks (configs, examples, consolidation)",
     )
+    p.add_argument(
+        "--changed",
+        action="store_true",
+        help="integration hook: PATHS are the changed files (default: git's staged files); the tree-wide "
+        "checks report only findings involving the models they touch (implies --integration)",
+    )
+    p.add_argument(
+        "--shrink-baseline",
+        action="store_true",
+        help="lower the baseline's counts to what this run found and drop fixed entries (never adds any)",
+    )
     p.add_argument("--fix", action="store_true", help="apply safe autofixes, then report what remains")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the content-hash cache")
     p.add_argument("--list-rules", action="store_true", help="list rules and exit")
@@ -109,6 +120,7 @@ def _run(args) -> int:
             return EXIT_USAGE
         sys.stdout.write(_explain(rules[args.rule]))
         return EXIT_OK
+    args.integration = args.integration or args.changed
     if not args.paths and not args.integration:
         print("omnitts-lint: error: no paths given", file=sys.stderr)
         return EXIT_USAGE
@@ -127,14 +139,24 @@ def _run(args) -> int:
         integration=args.integration,
         jobs=jobs,
         use_cache=not args.no_cache and not args.fix,
+        changed=args.paths if args.changed else None,
     )
     findings = res.findings
+    for note in res.notices if args.changed else ():
+        print(f"omnitts-lint: {note}", file=sys.stderr)
     if args.fix:
         from omnitts.validators.static.fixes import apply_fixes
 
         n, _rest = apply_fixes(findings)
         print(f"omnitts-lint: applied {n} fix(es)", file=sys.stderr)
-        res = api.run(args.paths, select=select, root=args.root, integration=args.integration, jobs=jobs)
+        res = api.run(
+            args.paths,
+            select=select,
+            root=args.root,
+            integration=args.integration,
+            jobs=jobs,
+            changed=args.paths if args.changed else None,
+        )
         findings = res.findings
 
     if args.write_baseline:
@@ -152,14 +174,24 @@ def _run(args) -> int:
             else baseline.find_default(Path(args.paths[0] if args.paths else ".").resolve())
         )
     )
+    if args.shrink_baseline and bl_path is None:
+        print("omnitts-lint: error: --shrink-baseline: no baseline file (give --baseline FILE)", file=sys.stderr)
+        return EXIT_USAGE
     if bl_path is not None:
         entries = baseline.load(bl_path)
         base = bl_path.parent
-        full = args.full_scan or args.integration or any(Path(p).resolve() == base.resolve() for p in args.paths)
-        scanned = None if full else {baseline._rel(str(p), base) for p in _scanned_files(args.paths)}
-        outcome = baseline.compare(findings, entries, base, scanned, full)
+        full = not args.changed and (
+            args.full_scan or args.integration or any(Path(p).resolve() == base.resolve() for p in args.paths)
+        )
+        # The run's coverage decides which entries it judges (one baseline serves both hooks).
+        scanned = None if full or res.coverage else {baseline._rel(str(p), base) for p in _scanned_files(args.paths)}
+        outcome = baseline.compare(findings, entries, base, scanned, full, res.coverage)
         findings, stale = outcome.new, outcome.stale
-        for note in outcome.notices:
+        if args.shrink_baseline:
+            lowered, dropped = baseline.shrink(bl_path, entries, outcome)
+            print(f"omnitts-lint: {bl_path}: {lowered} entries lowered, {dropped} dropped", file=sys.stderr)
+            stale = []
+        for note in outcome.notices if not args.shrink_baseline else ():  # shrinking acts on them
             print(f"omnitts-lint: notice: {note}", file=sys.stderr)
         if outcome.baselined:
             print(f"omnitts-lint: {outcome.baselined} finding(s) accepted by {bl_path}", file=sys.stderr)

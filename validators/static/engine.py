@@ -50,6 +50,7 @@ class LintResult:
     errors: list[str] = field(default_factory=list)  # internal errors: the run fails closed
     files: int = 0
     cached: int = 0
+    coverage: object = None  # baseline.Coverage: what the run judged (set by api.run; the baseline's stale check)
 
 
 # --- rule selection -------------------------------------------------------------------------------

@@ -3,6 +3,9 @@ coherence. Tree scope: a deploy YAML is read together with the pipeline.py it co
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 from omnitts.validators.static import configs
 from omnitts.validators.static.rule import Invalid, Report, Rule, Valid, register
 
@@ -50,6 +53,109 @@ def _views(ctx):
         return out
 
     return [v for v in ctx.memo("config_views", build) if ctx.in_focus(v[0]) or (v[2] and ctx.in_focus(v[2].path))]
+
+
+def _sources(st) -> list[int]:
+    src = st.get("input_sources", st.get("engine_input_source"))
+    if isinstance(src, int) and not isinstance(src, bool):
+        return [src]
+    return [s for s in src if isinstance(s, int)] if isinstance(src, (list, tuple)) else []
+
+
+def _makes_audio(st) -> bool:
+    return st.get("final_output_type") == "audio" or st.get("engine_output_type") == "audio"
+
+
+def talker_stages(stages: dict, kinds: dict[int, str]) -> set[int]:
+    """AR stages that produce what an audio stage decodes: the audio stage itself (single-stage) or an
+    AR stage that directly feeds a non-diffusion audio stage and does not emit plain text. A thinker
+    feeding a talker, or an encoder feeding a DiT, is not the codec window's producer.
+    With no topology declared (a standalone package's deploy YAML) every AR stage counts."""
+    ar = {sid for sid, k in kinds.items() if k == "ar"}
+    if not any(_makes_audio(st) for st in stages.values()):
+        return ar
+    declared = any(_sources(st) for st in stages.values())
+    out = set()
+    for sid in ar:
+        st = stages.get(sid)
+        if st is None:
+            continue
+        if _makes_audio(st):
+            out.add(sid)
+            continue
+        if st.get("engine_output_type") == "text":
+            continue
+        for cid, c in stages.items():
+            feeds = sid in _sources(c) if declared else cid == sid + 1
+            if feeds and _makes_audio(c) and kinds.get(cid) not in ("ar", "diffusion"):
+                out.add(sid)
+    return out
+
+
+def _limit_one(test: ast.AST) -> bool:
+    """An `if` test that holds whenever more than one sequence is configured: `max_num_seqs != 1`
+    (`> 1`, `1 != max_num_seqs`, ...), alone or `and`-ed with conditions on the model's config only
+    (an opt-out flag). A condition on a request's data (`seq_token_counts is None and max_num_seqs > 1`)
+    is a requirement of batched inputs, not a limit of the model."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        limits = [v for v in test.values if _compare_limit(v)]
+        return bool(limits) and all(v in limits or _config_only(v) for v in test.values)
+    return _compare_limit(test)
+
+
+_CONFIG_HELPERS = {"self", "getattr", "hasattr", "bool", "int", "isinstance"}
+
+
+def _config_only(node: ast.AST) -> bool:
+    names = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
+    attrs = [n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)]
+    return any("config" in x for x in names + attrs) and all(n in _CONFIG_HELPERS or "config" in n for n in names)
+
+
+def _compare_limit(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Compare) or len(node.ops) != 1:
+        return False
+    left, right, op = node.left, node.comparators[0], node.ops[0]
+    consts = [n.value for n in (left, right) if isinstance(n, ast.Constant) and type(n.value) is int]
+    if not consts or not (_is_seqs(left) or _is_seqs(right)):
+        return False
+    if isinstance(op, ast.NotEq):
+        return consts[0] == 1
+    if _is_seqs(left):
+        return (isinstance(op, ast.Gt) and consts[0] == 1) or (isinstance(op, ast.GtE) and consts[0] == 2)
+    return (isinstance(op, ast.Lt) and consts[0] == 1) or (isinstance(op, ast.LtE) and consts[0] == 2)
+
+
+def _is_seqs(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Name) and node.id == "max_num_seqs") or (
+        isinstance(node, ast.Attribute) and node.attr == "max_num_seqs"
+    )
+
+
+def enforces_single_seq(ctx, model_dir: str) -> bool:
+    """The model package refuses to run with more than one sequence: an `if` on `max_num_seqs` against 1
+    whose body raises (`if max_num_seqs != 1: raise ValueError(...)`). Such a `max_num_seqs: 1` is a
+    deliberate, enforced limit of the model, not a forgotten default."""
+
+    def build():
+        for py in sorted((ctx.root / model_dir).glob("*.py")):
+            text = ctx.read(ctx.rel(py))
+            if "max_num_seqs" not in text:
+                continue
+            try:
+                tree = ast.parse(text)
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, ast.If)
+                    and _limit_one(node.test)
+                    and any(isinstance(n, ast.Raise) for b in node.body for n in ast.walk(b))
+                ):
+                    return True
+        return False
+
+    return ctx.memo(f"enforces_single_seq:{model_dir}", build)
 
 
 _REG = {"vllm_omni/__init__.py": "", "vllm_omni/model_executor/models/registry.py": "_OMNI_MODELS = {}\n"}
@@ -109,6 +215,54 @@ def _two_stage(seqs: int = 8, conn: str = "shm", proc: str = _PROC_SRC) -> dict[
     }
 
 
+_MODEL_PY = "vllm_omni/model_executor/models/demo_tts/modeling_demo_tts.py"
+_ENFORCED = """import logging
+
+logger = logging.getLogger(__name__)
+
+
+class DemoTTS:
+    def __init__(self, vllm_config):
+        max_num_seqs = vllm_config.scheduler_config.max_num_seqs
+        if max_num_seqs != 1:
+            raise ValueError(f"DemoTTS keeps one decoder state: needs max_num_seqs=1, got {max_num_seqs}")
+"""
+_PIPE3 = """
+from vllm_omni.config.stage_config import PipelineConfig, StageExecutionType, StagePipelineConfig
+
+DEMO_OMNI_PIPELINE = PipelineConfig(
+    model_type="demo_omni",
+    stages=(
+        StagePipelineConfig(stage_id=0, model_stage="thinker", execution_type=StageExecutionType.LLM_AR,
+                            owns_tokenizer=True, final_output=True, final_output_type="text",
+                            engine_output_type="latent"),
+        StagePipelineConfig(stage_id=1, model_stage="talker", execution_type=StageExecutionType.LLM_AR,
+                            input_sources=(0,), engine_output_type="latent"),
+        StagePipelineConfig(stage_id=2, model_stage="code2wav", execution_type=StageExecutionType.LLM_GENERATION,
+                            input_sources=(1,), final_output=True, final_output_type="audio",
+                            engine_output_type="audio"),
+    ),
+)
+"""
+_DEPLOY3 = """async_chunk: false
+stages:
+  - stage_id: 0
+    max_num_seqs: {thinker}
+  - stage_id: 1
+    max_num_seqs: {talker}
+  - stage_id: 2
+    max_num_seqs: 1
+"""
+
+
+def _three_stage(thinker: int, talker: int) -> dict[str, str]:
+    return {
+        **_REG,
+        "vllm_omni/model_executor/models/demo_omni/pipeline.py": _PIPE3,
+        "vllm_omni/deploy/demo_omni.yaml": _DEPLOY3.format(thinker=thinker, talker=talker),
+    }
+
+
 def _one_stage(deploy: str, pipe: str = _PIPE1) -> dict[str, str]:
     return {
         **_REG,
@@ -123,8 +277,11 @@ class ArStageConcurrency(Rule):
     below 4 in a deploy or stage config.
 
     The stage kind comes from the pipeline.py the deploy YAML configures (`execution_type=LLM_AR`)
-    or, for legacy `stage_args` YAMLs, from `worker_type: ar`. Decoder (generation) stages may stay at
-    1 on purpose and are not reported.
+    or, for legacy `stage_args` YAMLs, from `worker_type: ar`. Only the AR stage whose output an audio
+    stage decodes (the talker) is reported: a thinker feeding a talker, an AR stage emitting text, or an
+    encoder feeding a DiT stage is not the codec window's producer. Decoder (generation) stages may stay
+    at 1 on purpose and are not reported, nor is a `max_num_seqs: 1` the model package enforces in code
+    (`if max_num_seqs != 1: raise ...`): that limit is deliberate, and raising it would break the model.
 
     Why: the guide's rule (RFC #2568): with one sequence the codec window round-robins across
     requests and concurrent requests hear audio gaps; for single-stage models the AR stage is the
@@ -140,19 +297,63 @@ class ArStageConcurrency(Rule):
     invariant = "INT"
     severity = "error"
     scope = "tree"
-    VALID = [Valid(files=_two_stage(seqs=8))]
-    INVALID = [Invalid(files=_two_stage(seqs=1), path="vllm_omni/deploy/demo_tts.yaml", line=7, message="below 4")]
+    VALID = [
+        Valid(files=_two_stage(seqs=8)),
+        # A deliberate limit: the model raises on any other max_num_seqs.
+        Valid(files={**_two_stage(seqs=1), _MODEL_PY: _ENFORCED}),
+        # ... unless a switch of the model's config lifts it.
+        Valid(
+            files={
+                **_two_stage(seqs=1),
+                _MODEL_PY: _ENFORCED.replace(
+                    "if max_num_seqs != 1:", 'if max_num_seqs != 1 and not getattr(self.config, "batched", False):'
+                ),
+            }
+        ),
+        # The thinker of a thinker -> talker -> code2wav pipeline is not the codec window's producer.
+        Valid(files=_three_stage(thinker=1, talker=8)),
+    ]
+    INVALID = [
+        Invalid(files=_two_stage(seqs=1), path="vllm_omni/deploy/demo_tts.yaml", line=7, message="below 4"),
+        # Code that reads max_num_seqs without refusing other values does not make 1 deliberate.
+        Invalid(
+            files={**_two_stage(seqs=1), _MODEL_PY: _ENFORCED.replace("raise ValueError", "logger.warning")},
+            path="vllm_omni/deploy/demo_tts.yaml",
+            line=7,
+            message="AR stage 0",
+        ),
+        # A check of a request's inputs when batched is not a limit of the model.
+        Invalid(
+            files={
+                **_two_stage(seqs=1),
+                _MODEL_PY: _ENFORCED.replace("if max_num_seqs != 1:", "if seq_lens is None and max_num_seqs > 1:"),
+            },
+            path="vllm_omni/deploy/demo_tts.yaml",
+            line=7,
+            message="AR stage 0",
+        ),
+        Invalid(
+            files=_three_stage(thinker=8, talker=1), path="vllm_omni/deploy/demo_omni.yaml", line=6, message="stage 1"
+        ),
+    ]
 
     def check_tree(self, ctx):
-        for rel, cfg, _pipe, kinds, audio in _views(ctx):
+        for rel, cfg, pipe, kinds, audio in _views(ctx):
             if not audio:
                 continue
+            topology = {st.stage_id: st for st in pipe.stages} if pipe is not None else cfg.stages
+            talkers = talker_stages(topology, kinds)
+            model_dir = (
+                Path(pipe.path).parent.as_posix() if pipe is not None else f"{ctx.dir('models')}/{Path(rel).stem}"
+            )
             for sid, st in sorted(cfg.stages.items()):
-                if kinds.get(sid) != "ar":
+                if sid not in talkers:
                     continue
                 for key in ("max_num_seqs", "runtime.max_batch_size"):
                     v = st.get(key)
                     if isinstance(v, int) and not isinstance(v, bool) and v < 4:
+                        if v == 1 and enforces_single_seq(ctx, model_dir):
+                            continue  # a deliberate limit the model's own code enforces
                         yield Report(
                             st.line_of(key),
                             1,
