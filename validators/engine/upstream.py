@@ -191,7 +191,7 @@ def _qwen3_tts(out: Path) -> dict:
                     },
                     "subtalker_sampling_params": {"do_sample": False, "temperature": 1.0, "top_k": -1, "top_p": 1.0},
                 },
-            ]
+            ],
         },
     )
     return {"speaker": "tiny", "language": "english", "groups": groups}
