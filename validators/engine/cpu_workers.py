@@ -28,6 +28,10 @@ class _CpuOmniRunner:
     def __init__(self, *args, **kwargs):
         with cpu_model_runner._torch_cuda_wrapper():
             super().__init__(*args, **kwargs)
+        # vLLM's CPU platform captures no graphs and leaves this None; vLLM-Omni's talker-MTP buffers (Qwen3-TTS)
+        # are sized by max(max_num_reqs, it).
+        if self.compilation_config.max_cudagraph_capture_size is None:
+            self.compilation_config.max_cudagraph_capture_size = 0
 
     def _init_device_properties(self) -> None:
         self.num_sms = None

@@ -1,0 +1,295 @@
+"""Tiny model directories for vLLM-Omni's OWN TTS models (issue 10 item 7: proof on code nobody here wrote).
+
+Runs inside the engine environment (``python -m omnitts.validators.engine.upstream --tree T --model NAME --out
+DIR``), with the tree first on ``sys.path``. For each supported upstream model it writes, by code and without any
+download: ``config.json`` from the tree's own config class with tiny dimensions (``save_pretrained``), the
+sub-folders the model reads at construction (e.g. Qwen3-TTS's ``speech_tokenizer/``), and a byte-level WordLevel
+text tokenizer whose special tokens sit at the ids the tiny config names. No weights: the engine runs with vLLM's
+``load_format="dummy"``.
+
+Only the model's config classes are imported from the tree; nothing of vLLM-Omni is copied here.
+``FEASIBILITY`` records, for every single- and two-stage TTS model of 0.30.0 looked at, why it can or cannot run
+without a download (read from the tree's code; see docs/upstream_models.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+# Why each upstream TTS model of 0.30.0 can (or cannot) be built here without a download.
+FEASIBILITY: dict[str, str] = {
+    "qwen3_tts": "buildable: config classes in the tree (Qwen3TTSConfig, Qwen3TTSTokenizerV2Config/MimiConfig); "
+    "speech_tokenizer/ config + Encodec feature extractor written by code; two stages (talker + code2wav)",
+    "moss_tts_nano": "needs a download: __init__ calls AutoModelForCausalLM.from_pretrained(trust_remote_code=True) "
+    "and AutoModel.from_pretrained for the MOSS audio tokenizer, i.e. the hub repo's own modeling code",
+    "voxcpm2": "needs a download: __init__ calls VoxCPM.from_pretrained from the `voxcpm` PyPI package "
+    "unconditionally (its comment: load_format=dummy still pays for it)",
+    "gepard": "needs a download at the first decode: NeMo (`nemo_toolkit`) and its NanoCodec checkpoint "
+    "(NanoCodec.load -> from_pretrained(codec_id))",
+    "fish_speech": "needs the hub tokenizer: AutoTokenizer.from_pretrained(trust_remote_code=True) with the "
+    "model's semantic-token vocabulary; two stages",
+    "omnivoice": "diffusion stage; loads the Higgs audio tokenizer with from_pretrained",
+    "glm_tts": "needs a Whisper speech-tokenizer checkpoint (voice_clone.py: WhisperConfig.from_pretrained)",
+}
+
+# Text-side special tokens of the tiny Qwen3-TTS: ids right after the 256 byte tokens.
+_QWEN3_SPECIALS = {
+    "<|im_start|>": 256,
+    "<|im_end|>": 257,
+    "<|tts_pad|>": 258,
+    "<|tts_bos|>": 259,
+    "<|tts_eos|>": 260,
+    "<|endoftext|>": 261,
+}
+
+
+def _byte_wordlevel(specials: dict[str, int]):
+    """A tokenizer with one token per UTF-8 byte (id = byte) and the given special tokens, so any text encodes
+    without an unknown token and distinct texts give distinct ids."""
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
+
+    chars = _bytes_to_unicode()
+    vocab = {chars[b]: b for b in range(256)}
+    vocab.update(specials)
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|endoftext|>"))
+    tok.normalizer = normalizers.ByteLevel()
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok.add_special_tokens(list(specials))
+    return tok
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's printable byte table (the one tokenizers' ByteLevel normalizer maps bytes to)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    table, extra = {b: chr(b) for b in printable}, 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+def _qwen3_tts(out: Path) -> dict:
+    from transformers import EncodecFeatureExtractor, PreTrainedTokenizerFast
+    from vllm_omni.model_executor.models.qwen3_tts.configuration_qwen3_tts import Qwen3TTSConfig
+    from vllm_omni.model_executor.models.qwen3_tts.tokenizer_12hz.configuration_qwen3_tts_tokenizer_v2 import (
+        Qwen3TTSTokenizerV2Config,
+    )
+
+    groups = 4  # codebooks: the talker's code groups == the codec decoder's quantizers
+    # head_dim 64: the CPU attention backend refuses 16 (real_engine_facts.md).
+    attn = {"num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 64}
+    talker = {
+        **attn,
+        # Codec ids as the release's deploy config expects them (stop_token_ids [2150]); codes 0..2047.
+        "vocab_size": 2176,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 1,
+        "num_code_groups": groups,
+        "text_vocab_size": 512,
+        "text_hidden_size": 64,
+        "codec_pad_id": 2148,
+        "codec_bos_id": 2149,
+        "codec_eos_token_id": 2150,
+        "codec_think_id": 2154,
+        "codec_nothink_id": 2155,
+        "codec_think_bos_id": 2156,
+        "codec_think_eos_id": 2157,
+        "spk_id": {"tiny": 2160},
+        "spk_is_dialect": {"tiny": False},
+        "codec_language_id": {"english": 2161, "auto": 2162},
+        "position_id_per_seconds": 12.5,
+        "rope_scaling": {"rope_type": "default", "mrope_section": [8, 12, 12], "interleaved": True},
+        "code_predictor_config": {
+            **attn,
+            "vocab_size": 2048,
+            "hidden_size": 128,
+            "intermediate_size": 256,
+            "num_hidden_layers": 1,
+            "num_code_groups": groups,
+        },
+    }
+    config = Qwen3TTSConfig(
+        talker_config=talker,
+        speaker_encoder_config={
+            "enc_dim": 128,
+            "enc_channels": [32, 32, 32, 32, 96],
+            "enc_attention_channels": 16,
+            "enc_se_channels": 16,
+        },
+        tokenizer_type="qwen3_tts_tokenizer_12hz",
+        tts_model_size="tiny",
+        tts_model_type="custom_voice",
+        im_start_token_id=_QWEN3_SPECIALS["<|im_start|>"],
+        im_end_token_id=_QWEN3_SPECIALS["<|im_end|>"],
+        tts_pad_token_id=_QWEN3_SPECIALS["<|tts_pad|>"],
+        tts_bos_token_id=_QWEN3_SPECIALS["<|tts_bos|>"],
+        tts_eos_token_id=_QWEN3_SPECIALS["<|tts_eos|>"],
+        architectures=["Qwen3TTSForConditionalGeneration"],
+    )
+    config.save_pretrained(out)
+    _drop_unaccepted_keys(out / "config.json", "speaker_encoder_config", config.speaker_encoder_config)
+    codec = Qwen3TTSTokenizerV2Config(
+        encoder_config={
+            "hidden_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 1,
+            "head_dim": 64,
+            "num_key_value_heads": 1,
+            "intermediate_size": 128,
+            "codebook_size": 2048,
+            "num_quantizers": groups,
+            "num_semantic_quantizers": 1,
+            "codebook_dim": 32,
+            "upsample_groups": 64,
+            "num_filters": 8,
+            "vector_quantization_hidden_dimension": 32,
+        },
+        decoder_config={
+            "codebook_size": 2048,
+            "hidden_size": 64,
+            "latent_dim": 64,
+            "num_attention_heads": 1,
+            "num_key_value_heads": 1,
+            "head_dim": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 1,
+            "num_quantizers": groups,
+            "decoder_dim": 64,
+            "codebook_dim": 64,
+        },
+        encoder_valid_num_quantizers=groups,
+    )
+    codec.save_pretrained(out / "speech_tokenizer")
+    EncodecFeatureExtractor(sampling_rate=24000).save_pretrained(out / "speech_tokenizer")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=_byte_wordlevel(_QWEN3_SPECIALS), eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
+    fast.save_pretrained(out)
+    _deploy_overlay(
+        out,
+        "qwen3_tts.yaml",
+        {
+            # Whole-payload hand-over between the stages: with async chunks the code2wav stage waited forever
+            # for its first chunk on CPU (docs/upstream_models.md).
+            "async_chunk": False,
+            "stages": [
+                # Greedy and short: batch == solo needs deterministic sampling, and dummy weights rarely pick EOS.
+                {
+                    "stage_id": 0,
+                    "default_sampling_params": {
+                        "temperature": 0.0,
+                        "top_k": -1,
+                        "top_p": 1.0,
+                        "max_tokens": 24,
+                        "min_tokens": 2,
+                        "repetition_penalty": 1.0,
+                    },
+                    "subtalker_sampling_params": {"do_sample": False, "temperature": 1.0, "top_k": -1, "top_p": 1.0},
+                },
+            ],
+        },
+    )
+    return {"speaker": "tiny", "language": "english", "groups": groups}
+
+
+def _deploy_overlay(out: Path, release_yaml: str, overlay: dict) -> None:
+    """``omnitts_deploy.yaml``: the release's own deploy config (``base_config``, read where it lies in the tree,
+    not copied) with the overlay's stage fields on top."""
+    import vllm_omni
+
+    base = Path(vllm_omni.__file__).parent / "deploy" / release_yaml
+    if not base.is_file():
+        raise SystemExit(f"upstream: the tree has no deploy config {base}")
+    (out / "omnitts_deploy.yaml").write_text(json.dumps({"base_config": str(base), **overlay}, indent=1) + "\n")
+
+
+def _drop_unaccepted_keys(path: Path, key: str, sub_config) -> None:
+    """Keep only the arguments ``type(sub_config).__init__`` accepts in ``config.json[key]``.
+
+    Found here: 0.30.0's ``Qwen3TTSSpeakerEncoderConfig.__init__`` takes no ``**kwargs``, yet ``save_pretrained``
+    writes PretrainedConfig's common keys (``model_type``, ...) into the sub-config, so the tree's own config does
+    not round-trip: ``from_pretrained`` fails with "unexpected keyword argument 'model_type'". Real checkpoints
+    carry only the encoder's own fields; so does the tiny one."""
+    import inspect
+
+    accepted = set(inspect.signature(type(sub_config).__init__).parameters) - {"self"}
+    data = json.loads(path.read_text())
+    data[key] = {k: v for k, v in data[key].items() if k in accepted}
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+BUILDERS = {"qwen3_tts": _qwen3_tts}
+
+
+def build(tree: Path, model: str, out: Path) -> dict:
+    if model not in BUILDERS:
+        raise SystemExit(f"upstream: no tiny builder for {model!r} ({FEASIBILITY.get(model, 'not surveyed')})")
+    sys.path.insert(0, str(tree))
+    out.mkdir(parents=True, exist_ok=True)
+    info = {"dir": str(out), "model": model, "load_format": "dummy", **BUILDERS[model](out)}
+    (out / "omnitts_upstream.json").write_text(json.dumps(info, indent=1))
+    return info
+
+
+def _requests(info: dict):
+    """The request builder for the model's offline ``Omni``: the text in ``additional_information`` the way the
+    release's serving code sends it for this model (Qwen3-TTS: task type, speaker, language)."""
+
+    def qwen3_tts(text: str) -> dict:
+        extra = {"task_type": ["CustomVoice"], "speaker": [info["speaker"]], "language": [info["language"]]}
+        extra["max_new_tokens"] = [info.get("max_new_tokens", 24)]
+        # The talker builds its prompt embeddings from the text; the token ids are a length placeholder.
+        return {"prompt_token_ids": [0] * 8, "additional_information": {"text": [text], **extra}}
+
+    return {"qwen3_tts": qwen3_tts}[info["model"]]
+
+
+def run_offline(model_dir: Path, plan: dict, out: Path) -> dict:
+    """The engine tier's offline driver (``offline.run``: solo then batched scenarios, audio to .npy) on an
+    upstream model: ``Omni`` with ``load_format="dummy"`` and the model's own request shape."""
+    import vllm_omni
+
+    from omnitts.validators.engine import offline
+
+    info = json.loads((model_dir / "omnitts_upstream.json").read_text())
+    omni_cls = vllm_omni.Omni
+    deploy = model_dir / "omnitts_deploy.yaml"
+    extra = {"deploy_config": str(deploy)} if deploy.is_file() else {}
+    vllm_omni.Omni = lambda *a, **k: omni_cls(*a, load_format="dummy", **extra, **k)
+    offline._request = _requests(info)
+    return offline.run(str(model_dir), plan, out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="omnitts-engine-upstream")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    make = sub.add_parser("build", help="write the tiny model directory")
+    make.add_argument("--tree", required=True, type=Path)
+    make.add_argument("--model", required=True, choices=sorted(BUILDERS))
+    make.add_argument("--out", required=True, type=Path)
+    drive = sub.add_parser("offline", help="run the offline Omni on the plan (dummy weights)")
+    drive.add_argument("--model-dir", required=True, type=Path)
+    drive.add_argument("--plan", required=True, type=Path)
+    drive.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args(argv)
+    if args.cmd == "build":
+        print(json.dumps(build(args.tree.resolve(), args.model, args.out)))
+        return 0
+    import traceback
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        result = run_offline(args.model_dir, json.loads(args.plan.read_text()), args.out)
+    except Exception as exc:  # recorded for the test, which fails with it
+        result = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    (args.out / "result.json").write_text(json.dumps(result, indent=1))
+    return 0 if "error" not in result else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
