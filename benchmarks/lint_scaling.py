@@ -137,7 +137,7 @@ def build(shape: str, size: int, tree: Path | None) -> str:
 _MEASURE = r"""
 import ast, json, sys, time
 from omnitts.validators.static import engine
-from omnitts.validators.static.treefacts import TreeFacts
+from omnitts.knowledge.treefacts import TreeFacts
 path = sys.argv[1]
 data = open(path, "rb").read()
 rules = engine.select_rules(None)
@@ -183,7 +183,7 @@ def resolve_tree(arg: str | None) -> Path | None:
         return Path(arg)
     os.environ.setdefault("OMNITTS_CACHE", str(REPO / ".cache"))
     try:
-        from omnitts.scaffold import releases
+        from omnitts.knowledge import releases
 
         return releases.pristine_tree("0.30.0")
     except Exception as exc:  # reported; the other shapes still run

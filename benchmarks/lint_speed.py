@@ -94,7 +94,7 @@ def resolve_tree(args) -> Path:
     if args.tree:
         return Path(args.tree)
     os.environ.setdefault("OMNITTS_CACHE", str(REPO / ".cache"))
-    from omnitts.scaffold import releases
+    from omnitts.knowledge import releases
 
     return releases.pristine_tree(args.version)
 

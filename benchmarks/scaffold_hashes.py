@@ -28,7 +28,7 @@ from omnitts.scaffold.naming import PATTERNS
 try:  # the release cache moved into the knowledge layer; the script measures both sides of that move
     from omnitts.knowledge.releases import pristine_tree
 except ImportError:
-    from omnitts.scaffold.releases import pristine_tree
+    from omnitts.knowledge.releases import pristine_tree
 
 RELEASES = ("0.14.0", "0.16.0", "0.18.0", "0.20.0", "0.22.0", "0.24.0", "0.26.0", "0.28.0", "0.30.0")
 LIKE = ("qwen3_tts", "fish_speech")  # in-tree TTS models present in every supported release

@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", type=Path, default=CORPUS)
     ap.add_argument("--json", type=Path, help="write the raw result here")
     args = ap.parse_args(argv)
-    from omnitts.scaffold.releases import pristine_tree
+    from omnitts.knowledge.releases import pristine_tree
 
     corpus = load_corpus(args.corpus)
     found, seconds = lint_releases(corpus, pristine_tree)

@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--release", action="append", choices=sorted(MODELS))
     args = ap.parse_args(argv)
-    from omnitts.scaffold.releases import pristine_tree
+    from omnitts.knowledge.releases import pristine_tree
 
     table = verdicts()
     ok = True

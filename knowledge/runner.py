@@ -15,16 +15,21 @@ relative to the release tree; docs/validators.md has the table):
 * finish notification: the AR runner calls ``model.on_requests_finished(finished_req_ids)`` from 0.20
   (``worker/gpu_ar_model_runner.py``), the generation runner from 0.24; before that nothing tells the
   model that a request finished or was aborted.
+* async-chunk stage input processor: ``chunk_transfer_adapter.py`` (``distributed/omni_connectors/
+  transfer_adapter/``) calls it with keyword arguments only; the step's payload goes under ``pooling_output``
+  up to 0.22 and ``multimodal_output`` from 0.24 (``chunk_processor_kwargs(tree)`` reads the call from a tree).
 * consolidation: which era of ``OmniRequestState._consolidate_multimodal_tensors`` the release runs
   (``omnitts.validators.runtime.consolidation`` re-implements each era).
 
 API: ``contract_for(version_or_tree, model_runner=None)`` -> :class:`RunnerContract`;
-``consolidation_era(version)``; ``preprocess_id_keys(tree)`` (read from the tree's files).
+``consolidation_era(version)``; ``preprocess_id_keys(tree)``, ``chunk_processor_kwargs(tree)`` and
+``chunk_payload_kwarg(tree)`` (read from the tree's files).
 This module is the one place that compares release numbers (``_row``).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +41,8 @@ DEFAULT_RELEASE = "0.20.0"
 CONSOLIDATION_ERAS = ("0.14", "0.18", "0.20", "0.24", "0.26", "0.30")
 
 _MIB, _RAI = "model_intermediate_buffer", "runtime_additional_information"
+_PO, _MMO = "pooling_output", "multimodal_output"
+CHUNK_ADAPTER = "vllm_omni/distributed/omni_connectors/transfer_adapter/chunk_transfer_adapter.py"
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,8 @@ class _Row:
     omni_sampling_keys: bool
     consolidation_era: str
     has_model_runner_v2: bool = False
+    # keyword under which chunk_transfer_adapter passes the step's payload to the async-chunk processor
+    chunk_payload_kwarg: str = _PO
 
 
 # One row per release; a version between two rows behaves as the row below it (0.23.1 -> 0.22).
@@ -59,10 +68,12 @@ _TABLE: dict[tuple[int, int], _Row] = {
     (0, 18): _Row(None, (_MIB, _RAI), False, False, False, False, "0.18"),
     (0, 20): _Row("request_id", (_MIB, _RAI), True, False, False, False, "0.20"),
     (0, 22): _Row("request_id", (_MIB, _RAI), True, False, True, False, "0.20"),
-    (0, 24): _Row("request_id", (_MIB, _RAI), True, True, True, False, "0.24"),
-    (0, 26): _Row("request_id", (_MIB, _RAI), True, True, True, False, "0.26"),
-    (0, 28): _Row("request_id", (_MIB, _RAI), True, True, True, True, "0.26"),
-    (0, 30): _Row("request_id", (_MIB, _RAI), True, True, True, True, "0.30", has_model_runner_v2=True),
+    (0, 24): _Row("request_id", (_MIB, _RAI), True, True, True, False, "0.24", chunk_payload_kwarg=_MMO),
+    (0, 26): _Row("request_id", (_MIB, _RAI), True, True, True, False, "0.26", chunk_payload_kwarg=_MMO),
+    (0, 28): _Row("request_id", (_MIB, _RAI), True, True, True, True, "0.26", chunk_payload_kwarg=_MMO),
+    (0, 30): _Row(
+        "request_id", (_MIB, _RAI), True, True, True, True, "0.30", has_model_runner_v2=True, chunk_payload_kwarg=_MMO
+    ),
 }
 
 
@@ -94,6 +105,8 @@ class RunnerContract:
     writes_omni_sampling_keys: bool  # _omni_max_tokens, _omni_seed
     consolidation_era: str
     model_runner: str = "v1"
+    # the async-chunk processor is called as f(transfer_manager=, <chunk_payload_kwarg>=, request=, is_finished=)
+    chunk_payload_kwarg: str = _PO
 
 
 def consolidation_era(version: str) -> str:
@@ -122,6 +135,7 @@ def contract_for(version_or_tree: str | Path | None, model_runner: str | None = 
         writes_omni_sampling_keys=row.omni_sampling_keys and v1,
         consolidation_era=row.consolidation_era,
         model_runner=runner,
+        chunk_payload_kwarg=row.chunk_payload_kwarg,
     )
 
 
@@ -137,6 +151,33 @@ def preprocess_id_keys(root: Path) -> tuple[str, ...]:
 
 _GPU_RUNNER = f"{L.PKG}/worker/gpu_model_runner.py"
 _RUNNER_WRITES_REQUEST_ID = re.compile(r"""\[["']request_id["']\]\s*=\s*req_id\b""")
+
+
+def chunk_processor_kwargs(root: Path) -> tuple[str, ...] | None:
+    """The keywords a tree's chunk transfer adapter passes to the async-chunk stage input processor, read from
+    its source: a call with a ``transfer_manager=`` keyword, or a dict literal with a ``"transfer_manager"`` key
+    (0.30 builds the kwargs as a dict). None where the tree has no chunk transfer adapter."""
+    source = L.read_text(Path(root) / CHUNK_ADAPTER)
+    if not source:
+        return None
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            names = tuple(k.arg for k in node.keywords if k.arg)
+        elif isinstance(node, ast.Dict):
+            names = tuple(k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
+        else:
+            continue
+        if "transfer_manager" in names and "request" in names:
+            return names
+    return None
+
+
+def chunk_payload_kwarg(root: Path) -> str | None:
+    """The keyword carrying the step's payload in the tree's async-chunk processor call (the one that is not the
+    transfer manager, the request or a flag); None where the tree has no chunk transfer adapter."""
+    names = chunk_processor_kwargs(root) or ()
+    payload = [n for n in names if n.endswith("_output")]
+    return payload[0] if len(payload) == 1 else None
 
 
 @dataclass(frozen=True)

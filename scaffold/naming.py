@@ -167,6 +167,7 @@ def template_context(
     request_id_keys: tuple[str, ...] = ("request_id",),
     license_header: str = DEFAULT_LICENSE_HEADER,
     flat_request_output: bool = True,
+    chunk_payload_kwarg: str = "pooling_output",
 ) -> dict[str, str]:
     """The cookiecutter context every template receives (docs/architecture.md lists the keys)."""
     standalone = target == "standalone"
@@ -193,6 +194,9 @@ def template_context(
         "request_id_keys": ",".join(request_id_keys),
         # "1" where Omni.generate() yields RequestOutputs (0.28+), "" where they sit in `.request_output`.
         "flat_request_output": "1" if flat_request_output else "",
+        # The async-chunk processor's payload parameter: the keyword the release's chunk transfer adapter passes
+        # (`pooling_output` to 0.22, the reference models' 0.20 runner; `multimodal_output` from 0.24).
+        "chunk_payload_kwarg": chunk_payload_kwarg,
         "license_header": license_header,
         # Defaults of the generated tiny model (its config class); the contributor replaces them.
         "sample_rate": str(TINY_MODEL_SAMPLE_RATE),

@@ -138,7 +138,10 @@ def plan_new(
     root = profile.root
     plan = Plan(root)
     ctx = template_context(
-        names, request_id_keys=profile.request_id_keys, flat_request_output=profile.flat_request_output
+        names,
+        request_id_keys=profile.request_id_keys,
+        flat_request_output=profile.flat_request_output,
+        chunk_payload_kwarg=profile.chunk_payload_kwarg,
     )
     _refuse_taken_names(profile, names)
     registry = (

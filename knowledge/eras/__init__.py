@@ -18,7 +18,7 @@ from omnitts.knowledge.eras.five_point import FivePoint
 from omnitts.knowledge.eras.hybrid import Hybrid
 from omnitts.knowledge.eras.legacy import LegacyStageConfigs
 from omnitts.knowledge.errors import TreeError
-from omnitts.knowledge.runner import preprocess_id_keys
+from omnitts.knowledge.runner import chunk_payload_kwarg, contract_for, preprocess_id_keys
 
 ERAS: tuple[Era, ...] = (LegacyStageConfigs(), FivePoint(), Hybrid(), AdapterOnly())
 _NAMED = [f"{e.title} ({e.releases})" for e in ERAS]
@@ -59,6 +59,9 @@ class LayoutProfile:
     # Omni.generate() yields OmniRequestOutput subclassing vLLM's RequestOutput (0.28+: `.outputs` on it) rather
     # than a wrapper whose `.request_output` holds the RequestOutput.
     flat_request_output: bool = False
+    # The keyword chunk_transfer_adapter passes the step's payload under to the async-chunk stage input processor
+    # (`pooling_output` to 0.22, `multimodal_output` from 0.24), read from the adapter's call.
+    chunk_payload_kwarg: str = "pooling_output"
 
     @property
     def points(self) -> tuple[Point, ...]:
@@ -141,6 +144,7 @@ def detect_profile(root: Path) -> LayoutProfile:
             re.search(r"def _resolve_ref_audio\(self[^)]*\)\s*->\s*tuple\[.*,\s*str\]:", files.serving)
         ),
         flat_request_output=_flat_request_output(root),
+        chunk_payload_kwarg=chunk_payload_kwarg(root) or contract_for(version).chunk_payload_kwarg,
     )
 
 

@@ -30,7 +30,7 @@ def engine_overlay(tmp_path_factory, engine_python) -> Path:
 
 def scaffold(tmp: Path, pattern: str, name: str) -> Path:
     """A fresh copy of the release's pristine tree with one model scaffolded into it."""
-    from omnitts.scaffold.releases import pristine_tree
+    from omnitts.knowledge.releases import pristine_tree
 
     tree = tmp / f"tree-{name}"
     shutil.copytree(pristine_tree(RELEASE), tree)

@@ -29,7 +29,7 @@ SAMPLE_RATE = {"qwen3_tts": 24000}
 
 @pytest.fixture(scope="module")
 def engine_env(tmp_path_factory, engine_python):
-    from omnitts.scaffold.releases import pristine_tree
+    from omnitts.knowledge.releases import pristine_tree
     from omnitts.validators.engine.runtime import EngineEnv
 
     return EngineEnv.prepare(pristine_tree(RELEASE), RELEASE, tmp_path_factory.mktemp("upstream"))

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from omnitts.scaffold import releases
+from omnitts.knowledge import releases
 
 VLLM_VERSION = "0.20.0"
 REPO = Path(__file__).resolve().parents[2]
@@ -70,8 +70,8 @@ def scaffolded_tree(python: Path, patterns: dict[str, str]) -> Path:
     """
     import hashlib
 
+    from omnitts.knowledge.releases import working_copy
     from omnitts.scaffold.cli import main as scaffold
-    from omnitts.scaffold.releases import working_copy
 
     digest = hashlib.sha256()
     for folder in ("scaffold", "templates"):

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from omnitts.scaffold.releases import pristine_tree
+from omnitts.knowledge.releases import pristine_tree
 from omnitts.validators import checkids
 from omnitts.validators.checks.test_integration_points import test_integration_points as integration_check
 

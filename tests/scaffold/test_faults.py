@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from omnitts.knowledge.eras import detect_profile
 from omnitts.scaffold import faults, journal
 from omnitts.scaffold.cli import main
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.naming import PATTERNS, make_names
 from omnitts.scaffold.new import plan_new
-from omnitts.scaffold.profiles import detect_profile
 from omnitts.scaffold.remove import plan_remove
 
 RELEASES = ("0.30.0", "0.20.0")

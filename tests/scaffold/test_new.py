@@ -159,3 +159,34 @@ def test_commit_signs_off(work_tree):
     message = subprocess.run(["git", "log", "-1", "--format=%B"], cwd=root, capture_output=True, text=True).stdout
     assert "Signed-off-by: Ada Lovelace <ada@example.com>" in message
     assert _changed(root) == {}
+
+
+@pytest.mark.parametrize("version", ["0.22.0", "0.30.0"])
+def test_two_stage_processor_accepts_the_keywords_of_the_trees_chunk_adapter(work_tree, version):
+    """chunk_transfer_adapter calls the async-chunk processor with keyword arguments only, the payload under
+    `pooling_output` (to 0.22) or `multimodal_output` (0.24+): the generated processor must take exactly those."""
+    import importlib.util
+    import inspect
+    from types import SimpleNamespace
+
+    import torch
+
+    from omnitts.knowledge.runner import CHUNK_ADAPTER, chunk_processor_kwargs
+
+    root = work_tree(version)
+    kwargs = chunk_processor_kwargs(root)  # read from the tree's adapter source
+    assert kwargs and "transfer_manager" in kwargs, f"no processor call found in {CHUNK_ADAPTER}"
+    assert main(["new", "kw_tts", "--pattern", "two-stage", "--target", str(root)]) == 0
+    path = root / "vllm_omni/model_executor/stage_input_processors/kw_tts.py"
+    spec = importlib.util.spec_from_file_location("kw_tts_processor", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fn = module.talker2code2wav_async_chunk
+    payload = next(k for k in kwargs if k not in ("transfer_manager", "request", "is_finished", "new_token_ids"))
+    inspect.signature(fn).bind(**dict.fromkeys(kwargs))  # raises TypeError on a wrong parameter name
+
+    tm = SimpleNamespace(code_prompt_token_ids={"r": []}, connector=SimpleNamespace(config={"extra": {}}))
+    request = SimpleNamespace(external_req_id="r", is_finished=lambda: True)
+    call = {"transfer_manager": tm, payload: {"codes": {"audio": torch.tensor([[3, 4]])}}, "request": request}
+    chunk = fn(**call, is_finished=True)
+    assert chunk["codes"]["audio"] == [3, 4]

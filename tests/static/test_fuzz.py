@@ -18,9 +18,9 @@ import warnings
 
 import pytest
 
+from omnitts.knowledge.treefacts import TreeFacts
 from omnitts.validators.static import engine
 from omnitts.validators.static.cli import main
-from omnitts.validators.static.treefacts import TreeFacts
 
 from .fuzz_programs import PLANTED, ProgramGenerator, damaged, variants
 

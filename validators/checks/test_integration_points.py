@@ -25,8 +25,8 @@ def test_integration_points(ctx, record):
             f"{sub.name} is not in a vLLM-Omni tree (registry and serving points exist only there: pass --omni-root)"
         )
     try:
+        from omnitts.knowledge.eras import detect_profile
         from omnitts.scaffold.check import GAPS, check_model
-        from omnitts.scaffold.profiles import detect_profile
     except ModuleNotFoundError as exc:
         pytest.fail(f"integration points: {exc.name} is missing, the check could not run (fail closed)", pytrace=False)
     root = sub.extra["root"]

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from omnitts.scaffold.releases import cache_lock, cache_root
+from omnitts.knowledge.releases import cache_lock, cache_root
 
 # Pinned so a cached environment is reproducible; bumping a pin rebuilds it (the fingerprint changes).
 DEMO_PINS = ("gradio==6.31.0", "selenium==4.51.0")

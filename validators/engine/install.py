@@ -27,7 +27,7 @@ except ImportError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from omnitts.knowledge.engine import OMNI_PLATFORM_PLUGINS_GROUP, EngineRecipe, NoCpuEngine, recipe
-from omnitts.scaffold.releases import cache_lock, cache_root
+from omnitts.knowledge.releases import cache_lock, cache_root
 
 READY = ".omnitts-engine-ready.json"
 REPO = Path(__file__).resolve().parents[2]

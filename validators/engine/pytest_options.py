@@ -119,7 +119,7 @@ def _model_dir_cache(tree: Path, model: str, release: str) -> Path:
     builder's), so an edited model gets a new directory and an unchanged one is not rebuilt."""
     import hashlib
 
-    from omnitts.scaffold.releases import cache_root
+    from omnitts.knowledge.releases import cache_root
     from omnitts.validators.engine import modeldir
 
     digest = hashlib.sha256(f"{release}:{model}".encode())
@@ -134,7 +134,7 @@ def _release(config, tree: Path) -> str:
     chosen = config.getoption("omnitts_engine_release")
     if chosen:
         return chosen
-    from omnitts.scaffold.profiles import tree_version
+    from omnitts.knowledge.layout import tree_version
 
     version = tree_version(tree)
     if version is None:

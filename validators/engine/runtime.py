@@ -30,8 +30,36 @@ class EngineError(RuntimeError):
     """The engine could not be prepared or started; the message names the step and the log's tail."""
 
 
+_TRACEBACK = "Traceback (most recent call last):"
+_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+
+
+def _first_traceback(lines: list[str], limit: int = 60) -> list[str]:
+    """The log's first traceback, through its exception line: where an engine core dies first, that is the root
+    cause the later ``OmniEngineDeadError: ... See stack trace (above)`` points to. Each line keeps the log prefix
+    (``(EngineCore pid=..) ERROR ... [core.py:..]``) the ``Traceback`` line has; [] when there is none."""
+    start = next((i for i, line in enumerate(lines) if _TRACEBACK in line), None)
+    if start is None:
+        return []
+    prefix = lines[start][: lines[start].index(_TRACEBACK)]
+    block = [lines[start]]
+    for line in lines[start + 1 : start + limit]:
+        block.append(line)
+        body = line[len(prefix) :] if line.startswith(prefix) else line
+        if body and not body[0].isspace() and not body.startswith((_TRACEBACK, *_CHAINED)) and body.strip():
+            break  # the exception line ends the traceback
+    return block
+
+
 def _tail(text: str, lines: int = 25) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
+    """The log's last ``lines`` lines, preceded by its first traceback when that lies above them (a contributor
+    needs the engine's own root cause, not only the front end's "engine dead" error)."""
+    all_lines = text.strip().splitlines()
+    tail = all_lines[-lines:]
+    root = _first_traceback(all_lines[: max(len(all_lines) - lines, 0)])
+    if not root:
+        return "\n".join(tail)
+    return "\n".join(["first traceback in the log:", *root, "...", "last lines of the log:", *tail])
 
 
 @dataclass

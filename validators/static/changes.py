@@ -14,8 +14,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from omnitts.knowledge import treefacts as tf
 from omnitts.knowledge.treefacts import TreeContext
-from omnitts.validators.static import treefacts as tf
 
 
 def staged_files(root: Path) -> list[str]:

@@ -57,7 +57,8 @@ def talker2code2wav_async_chunk(
 
     A window holds the new frames preceded by up to ``codec_left_context_frames`` already-emitted frames of context
     (both read from the connector's ``extra`` config); whatever is left goes out when the request finishes, with
-    ``meta.finished`` set. Returns ``None`` while no window is due.
+    ``meta.finished`` set. Returns ``None`` while no window is due. The release's chunk transfer adapter calls this
+    with keyword arguments, the payload under ``pooling_output``.
     """
     request_id = request.external_req_id
     finished = bool(is_finished or request.is_finished())

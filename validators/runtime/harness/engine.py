@@ -303,7 +303,6 @@ class Engine:
         # the step's payload is already flat and on the host (one device->host copy per output in step()); the
         # processor gets it unflattened, as from chunk_transfer_adapter (no second copy: I5's aliasing check
         # covers outputs that change after they were returned)
-        pooling_output = unflatten_payload(payload)
         request = SimpleNamespace(
             external_req_id=ext,
             request_id=req.rid,
@@ -312,11 +311,19 @@ class Engine:
             prompt_token_ids=req.prompt,
             output_token_ids=list(req.out),
         )
+        # keyword arguments only, the payload under the release's keyword (`pooling_output` to 0.22,
+        # `multimodal_output` from 0.24), as chunk_transfer_adapter._send_single_request calls it
+        kwargs = {
+            "transfer_manager": tm,
+            self.profile.chunk_payload_kwarg: unflatten_payload(payload),
+            "request": request,
+            "is_finished": done,
+        }
         if self.recorder is not None:
-            self.recorder.append(("proc", fn, copy.deepcopy((tm, pooling_output, request, done)), {}))
+            self.recorder.append(("proc", fn, (), copy.deepcopy(kwargs)))
         t0 = time.perf_counter()
         try:
-            chunk = fn(tm, pooling_output, request, done)
+            chunk = fn(**kwargs)
         except Exception as exc:  # noqa: BLE001
             raise ModelError(f"stage input processor {getattr(fn, '__name__', fn)}", exc) from exc
         finally:

@@ -48,7 +48,7 @@ def talker2code2wav(
 
 def talker2code2wav_async_chunk(
     transfer_manager: Any,
-    pooling_output: dict[str, Any] | None,
+    {{ cookiecutter.chunk_payload_kwarg }}: dict[str, Any] | None,
     request: Any,
     is_finished: bool = False,
 ) -> dict[str, Any] | None:
@@ -56,13 +56,14 @@ def talker2code2wav_async_chunk(
 
     A window holds the new frames preceded by up to ``codec_left_context_frames`` already-emitted frames of context
     (both read from the connector's ``extra`` config); whatever is left goes out when the request finishes, with
-    ``meta.finished`` set. Returns ``None`` while no window is due.
+    ``meta.finished`` set. Returns ``None`` while no window is due. The release's chunk transfer adapter calls this
+    with keyword arguments, the payload under ``{{ cookiecutter.chunk_payload_kwarg }}``.
     """
     request_id = request.external_req_id
     finished = bool(is_finished or request.is_finished())
     frames = transfer_manager.code_prompt_token_ids[request_id]
-    if isinstance(pooling_output, dict):
-        frames.extend(_valid_frames((pooling_output.get("codes") or {}).get("audio")))
+    if isinstance({{ cookiecutter.chunk_payload_kwarg }}, dict):
+        frames.extend(_valid_frames(({{ cookiecutter.chunk_payload_kwarg }}.get("codes") or {}).get("audio")))
     elif not finished:
         return None
 
