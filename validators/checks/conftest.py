@@ -23,7 +23,10 @@ def pytest_generate_tests(metafunc):
         raise pytest.UsageError(
             "the runtime validators need a model: pytest validators --model NAME (see --list-models, --omni-root)"
         )
-    metafunc.parametrize(MODEL_PARAM, [pytest.param(n, marks=pytest.mark.xdist_group(n)) for n in names], ids=names)
+    # the group name without "@": xdist's LoadGroupScheduling takes what follows the node id's last "@" as the group,
+    # and a mutant's name (model@bug) would otherwise group by its bug alone
+    params = [pytest.param(n, marks=pytest.mark.xdist_group(n.replace("@", "+"))) for n in names]
+    metafunc.parametrize(MODEL_PARAM, params, ids=names)
 
 
 @pytest.fixture(scope="session")
@@ -113,8 +116,12 @@ def _omnitts_tag(request):
     request.node.user_properties.append(("omnitts_check", {"check": require(mark.args[0]), "model": model}))
     request.getfixturevalue("omnitts_options")  # pins the GPU before the first check of this process
     placement = request.config.stash.get(PLACEMENT, None)
+    worker = getattr(request.config, "workerinput", None)
     if placement is not None:
         where = {"worker": placement.worker, "device": placement.device, "sharing": placement.sharing}
+        request.node.user_properties.append(("omnitts_placement", where))
+    elif worker is not None:  # a CPU run under xdist: which worker ran the check (one model, one worker)
+        where = {"worker": worker["workerid"], "device": "cpu", "sharing": None}
         request.node.user_properties.append(("omnitts_placement", where))
     probe = MemoryProbe(cuda=str(option(request.config, "device")).startswith("cuda"))
     yield
