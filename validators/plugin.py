@@ -77,6 +77,17 @@ _OPTIONS: list[tuple[str | None, str, dict]] = [
         ),
     ),
     (
+        "--stage-devices",
+        "--omnitts-stage-devices",
+        dict(
+            default="split",
+            choices=("split", "deploy"),
+            help="with --device cuda and two or more GPUs: 'split' runs a two-stage model's stages on two different "
+            "GPUs (its deploy config's own per-stage devices when they differ), so cross-device payload bugs show; "
+            "'deploy' places the stages exactly as the deploy config's per-stage devices say",
+        ),
+    ),
+    (
         None,
         "--omnitts-out",
         dict(default=None, metavar="DIR", help="where WAVs, checklist.md/json and results.json go (./omnitts-out)"),

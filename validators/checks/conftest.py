@@ -52,6 +52,7 @@ def omnitts_options(pytestconfig):
         out_dir=pytestconfig.stash[STATE].out,
         timeout=float(option(pytestconfig, "check_timeout")),
         require_real=bool(option(pytestconfig, "require_real_vllm")),
+        placement=pytestconfig.stash.get(PLACEMENT, None),
     )
 
 
@@ -62,18 +63,22 @@ def _pin_worker_gpu(config, torch) -> None:
     """Pins this process (one xdist worker, or the single process) to its GPU and its share of that GPU's memory.
 
     "cuda" then means this GPU for every tensor the checks make (``torch.cuda.set_device``), so the checks and the
-    harness need no device index of their own.
+    harness need no device index of their own. With two or more GPUs and ``--stage-devices split`` a two-stage
+    model's later stage runs on another GPU of the run (``ModelContext.stage_devices``): the worker then gets a share
+    of every GPU.
     """
     from omnitts.validators.runtime.placement import PlacementError, parse_gpus, place_worker
 
     worker = getattr(config, "workerinput", {})
+    split = option(config, "stage_devices") == "split"
     try:
         gpus = parse_gpus(option(config, "gpus"), torch.cuda.device_count())
-        placement = place_worker(worker.get("workerid"), int(worker.get("workercount", 1)), gpus)
+        placement = place_worker(worker.get("workerid"), int(worker.get("workercount", 1)), gpus, split_stages=split)
     except PlacementError as exc:
         raise pytest.UsageError(str(exc)) from None
     torch.cuda.set_device(placement.gpu)
-    torch.cuda.set_per_process_memory_fraction(placement.memory_fraction, placement.gpu)
+    for gpu, fraction in placement.memory_fractions.items():
+        torch.cuda.set_per_process_memory_fraction(fraction, gpu)
     config.stash[PLACEMENT] = placement
 
 
