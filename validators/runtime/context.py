@@ -121,7 +121,8 @@ class ModelContext:
         factory, note = self.consolidation()
         if note.startswith("REAL-TIER-UNAVAILABLE"):
             raise CheckFailure(f"the real-vLLM tier is needed for {self.name!r} but {note.split(': ', 1)[1]}")
-        kw.setdefault("stage_devices", self.stage_devices())
+        if kw.get("models") is None:  # models a check built itself stay where it put them (one device)
+            kw.setdefault("stage_devices", self.stage_devices())
         return Engine(
             self.subject, device=self.options.device, consolidation_factory=factory, consolidation_source=note, **kw
         )

@@ -94,9 +94,9 @@ class Stage:
             raise ModelError(where, exc) from exc
 
     def _audit_device(self, outputs: Any) -> None:
-        """On CUDA: outputs on another CUDA device than this stage's are findings (host tensors such as ``sr`` are
-        fine): with the stages split over two GPUs, a stage computing on the other stage's device shows here."""
-        if self.engine.cuda:
+        """With the stages on different devices: outputs on another device than this stage's are findings (host
+        tensors such as ``sr`` are fine), e.g. a stage computing on the other stage's GPU."""
+        if self.engine.split:  # one device: nothing but the host besides it (host outputs are fine)
             where = f"stage {self.idx} ({type(self.model).__name__}, on {self.device}) step {self.engine.step_index}"
             self.engine.note_misplaced(misplaced(outputs, str(self.device), where, host_ok=True))
 
