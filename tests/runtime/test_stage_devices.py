@@ -224,3 +224,25 @@ def test_offline_plan_and_server_command_carry_the_overrides(tmp_path, monkeypat
     with pytest.raises(runtime.EngineError):
         runtime.Server(env, tmp_path, tmp_path / "server.log").start(timeout=1)
     assert started["cmd"][-2:] == ["--stage-overrides", '{"0": {"devices": "0"}, "1": {"devices": "1"}}']
+
+
+def test_a_model_context_places_its_stages_from_the_workers_placement(tmp_path):
+    """The wiring from the worker's placement to the engine's stage devices (fake GPUs: no model is built)."""
+    from omnitts.validators.runtime.context import CheckFailure, ModelContext, Options
+    from omnitts.validators.runtime.placement import place_worker
+
+    def ctx(name, gpus, worker="gw1", split=True):
+        placement = place_worker(worker, 2, gpus, split_stages=split)
+        return ModelContext(name, Options(device="cuda", out_dir=tmp_path, placement=placement))
+
+    assert ctx("ref_two_stage", [0, 1]).stage_devices() == ["cuda:1", "cuda:0"]
+    assert ctx("ref_two_stage", [0, 1], worker="gw0").stage_devices() == ["cuda:0", "cuda:1"]
+    assert ctx("ref_two_stage", [0, 1], split=False).stage_devices() == ["cuda:1", "cuda:1"]
+    assert ctx("ref_two_stage", [0]).stage_devices() == ["cuda:0", "cuda:0"]
+    assert ctx("ref_single_stage", [0, 1]).stage_devices() == ["cuda:1"]
+    assert ModelContext("ref_two_stage", Options(device="cpu", out_dir=tmp_path)).stage_devices() is None
+    # a deploy config asking for a second GPU on a one-GPU run: the model's checks fail with one line
+    spread = ctx("ref_two_stage", [0])
+    spread.subject.extra["deploy"] = DEPLOY_2GPU
+    with pytest.raises(CheckFailure, match="stage placement: stage 0: deploy devices name GPU 1, but this run has 1"):
+        spread.stage_devices()
