@@ -27,7 +27,6 @@ for d in knowledge validators reference_models templates scaffold; do
   [ -d "$REPO/$d" ] && ln -s "$REPO/$d" "$SHIM/omnitts/$d"
 done
 export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
-export OMNITTS_CACHE_DIR="${OMNITTS_CACHE_DIR:-$OUT/.cache}"
 
 {
   date -u
