@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
             why = _detail(res["failures"].get(failed[0], ""))
             ok = False
         else:
-            only_cuda = targets and all(t in (checkids.DEVICE_CUDA, checkids.STATIC_LINT) for t in targets)
+            cuda_only = (checkids.DEVICE_CUDA, checkids.DEVICE_PLACEMENT, checkids.STATIC_LINT)
+            only_cuda = targets and all(t in cuda_only for t in targets)
             verdict = (
                 "needs CUDA / static rules (not observable on CPU)" if only_cuda and args.device == "cpu" else "MISSED"
             )

@@ -308,3 +308,46 @@ def read_pipeline(path: Path) -> dict | None:
             top["stages"] = [call_kwargs(el, consts) for el in getattr(st_node, "elts", []) if isinstance(el, ast.Call)]
             return top
     return None
+
+
+# --- per-stage devices --------------------------------------------------------------------------
+def deploy_stage_devices(deploy: dict | None, num_stages: int) -> list[str | None]:
+    """Each stage's ``devices`` of a deploy config (plain values, as ``yaml.safe_load`` gives them), None where unset.
+
+    0.30.0 ``config/stage_config.py`` ``_parse_stage_deploy``: ``runtime.devices`` wins over a flat ``devices`` on
+    the stage entry; legacy ``stage_args`` YAMLs (0.14-0.24) only have ``runtime.devices``. Values are logical
+    indices into the visible devices ("0", "1", "0,1"; an int is one index), mapped through
+    ``CUDA_VISIBLE_DEVICES`` by ``entrypoints/stage_utils.set_stage_devices``.
+    """
+    out: list[str | None] = [None] * num_stages
+    if not isinstance(deploy, dict):
+        return out
+    entries = deploy.get("stages") if "stages" in deploy else deploy.get("stage_args")
+    for position, entry in enumerate(entries if isinstance(entries, list) else []):
+        if not isinstance(entry, dict):
+            continue
+        try:
+            stage_id = int(entry.get("stage_id", position))
+        except (TypeError, ValueError):
+            continue
+        runtime = entry.get("runtime") if isinstance(entry.get("runtime"), dict) else {}
+        value = runtime.get("devices", entry.get("devices"))
+        if 0 <= stage_id < num_stages and value is not None:
+            out[stage_id] = str(value)
+    return out
+
+
+def tree_model_deploy(root: Path, model: str) -> tuple[dict | None, int]:
+    """(deploy config as plain values or None, number of stages) of ``model`` in the vLLM-Omni tree at ``root``: the
+    stages of its pipeline.py, the deploy YAML named after the pipeline's ``model_type``."""
+    pipeline = root / MODELS / model / "pipeline.py"
+    pipe = read_pipeline(pipeline) if pipeline.is_file() else None
+    model_type = str((pipe or {}).get("model_type") or model)
+    stages = len((pipe or {}).get("stages") or []) or 1
+    deploy_path = root / DEPLOY / f"{model_type}.yaml"
+    if not deploy_path.is_file():
+        return None, stages
+    import yaml
+
+    loaded = yaml.safe_load(deploy_path.read_text(encoding="utf-8"))
+    return (loaded if isinstance(loaded, dict) else None), stages

@@ -97,3 +97,16 @@ def recipe(release: str) -> EngineRecipe:
 
 def cpu_engine_releases() -> tuple[str, ...]:
     return tuple(sorted(_RECIPES))
+
+
+def stage_device_overrides(release: str, devices: list[str | None]) -> dict[str, dict[str, str]]:
+    """Per-stage ``devices`` as the release takes them from the caller: ``{"0": {"devices": "0"}, "1": {...}}``.
+
+    0.30.0: ``Omni(model, stage_overrides=...)`` and ``vllm-omni serve --stage-overrides JSON``
+    (``entrypoints/utils.parse_stage_overrides``: keys are stage ids as strings, values objects);
+    ``config/resolver._flatten_stage_overrides`` turns them into ``stage_<id>_devices``, which
+    ``config/stage_config.py`` puts into the stage's ``runtime.devices`` over the deploy YAML's value. Stages whose
+    device is None keep the deploy config's.
+    """
+    recipe(release)  # only releases whose engine tier runs here; NoCpuEngine says why not
+    return {str(stage): {"devices": str(value)} for stage, value in enumerate(devices) if value is not None}

@@ -211,6 +211,29 @@ def _wrong_device() -> list[Patch]:
     ]
 
 
+@mutant("ref_two_stage", "codes-on-device", checks=(ck.DEVICE_PLACEMENT,))
+def _codes_on_device() -> list[Patch]:
+    """The stage input processor hands the decoder its window as a tensor on the producer's CUDA device.
+
+    Guide Phase 2 "codec tensors moved to codec decoder device before decode", done in the wrong place: the
+    processor runs in stage 0's process, so ``device="cuda"`` is the talker's GPU, not the decoder's; the release's
+    connector copies the tensor back to the host for every chunk (a device sync in the sender), and with the stages on
+    two GPUs the codes never were on the decoder's device. On a CPU-only machine ``cuda`` is absent and nothing shows.
+    """
+    return [
+        Patch(
+            PROCESSOR,
+            '        "codes": {"audio": _codebook_major(window)},\n',
+            '        "codes": {"audio": torch.tensor(_codebook_major(window), device=_DEVICE)},\n',
+        ),
+        Patch(
+            PROCESSOR,
+            "import torch\n",
+            'import torch\n\n_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # codes go to the GPU early\n',
+        ),
+    ]
+
+
 @mutant("ref_two_stage", "wrong-hop", checks=(*ck.I1_STREAMING, ck.I1_MATCHES_REFERENCE))
 def _wrong_hop() -> list[Patch]:
     """The decoder trims left context with a hard-coded hop length (256) instead of the product of its strides.

@@ -42,6 +42,7 @@ IMPORT_OPTIONAL_DEPS = "import.optional_deps"
 PERF_RTF_TTFA = "perf.rtf_ttfa"
 STATIC_LINT = "static.lint"
 INTEGRATION_POINTS = "integration.points"
+DEVICE_PLACEMENT = "device.placement"
 # engine tier only (validators/checks/test_engine_tier.py, the tree's own server)
 SERVER_RESPONSE_FORMATS = "server.response_formats"
 SERVER_BAD_REQUESTS = "server.bad_requests"
@@ -89,6 +90,11 @@ _CHECKS = (
     Check(PERF_RTF_TTFA, "real-time factor and time to first audio are measured"),
     Check(STATIC_LINT, "the static rules (OMNI-*) on the model's files"),
     Check(INTEGRATION_POINTS, "the model's integration points in its vLLM-Omni tree (omnitts-scaffold check)"),
+    Check(
+        DEVICE_PLACEMENT,
+        "each stage's outputs stay on its device, what crosses to the next stage is on the host (CUDA; two GPUs: "
+        "the stages on two devices)",
+    ),
     Check(SERVER_RESPONSE_FORMATS, "the tree's server answers /v1/audio/speech in every response format"),
     Check(SERVER_BAD_REQUESTS, "the tree's server refuses bad speech requests with a clear error"),
     Check(ARTIFACTS_WAV, "reference and served WAVs written for listening", I1_MATCHES_REFERENCE),

@@ -77,6 +77,17 @@ _OPTIONS: list[tuple[str | None, str, dict]] = [
         ),
     ),
     (
+        "--stage-devices",
+        "--omnitts-stage-devices",
+        dict(
+            default="split",
+            choices=("split", "deploy"),
+            help="with --device cuda and two or more GPUs: 'split' runs a two-stage model's stages on two different "
+            "GPUs (its deploy config's own per-stage devices when they differ), so cross-device payload bugs show; "
+            "'deploy' places the stages exactly as the deploy config's per-stage devices say",
+        ),
+    ),
+    (
         None,
         "--omnitts-out",
         dict(default=None, metavar="DIR", help="where WAVs, checklist.md/json and results.json go (./omnitts-out)"),
@@ -169,9 +180,12 @@ def pytest_configure(config):
     out = option(config, "out") or os.environ.get("OMNITTS_OUT") or "omnitts-out"
     state = config.stash[STATE] = State(models=_model_names(config), out=Path(out).resolve())
     if state.models and config.pluginmanager.hasplugin("xdist"):
-        # keep all checks of one model on one worker so they share its runs
+        # keep all checks of one model on one worker so they share its runs (see _LoadGroupOnWorkers)
         if getattr(config.option, "dist", "no") == "load":
             config.option.dist = "loadgroup"
+        if hasattr(config, "workerinput") and config.workerinput.get(LOADGROUP_KEY):
+            config.option.loadgroup = True
+        config.pluginmanager.register(_LoadGroupOnWorkers(), "omnitts-loadgroup")
     # The engine tiers bring their own vLLM (the cached engine environment): this process needs none.
     harness_tier = config.getoption("omnitts_engine", "harness") == "harness"
     if state.models and harness_tier and not hasattr(config, "workerinput"):
@@ -183,6 +197,26 @@ def pytest_configure(config):
         if problem:
             raise pytest.UsageError(problem)  # one line, exit 4, before any check runs
     config.pluginmanager.register(_Collector(state), "omnitts-collector")
+
+
+LOADGROUP_KEY = "omnitts_loadgroup"  # workerinput: the controller schedules by xdist_group
+
+
+class _LoadGroupOnWorkers:
+    """Tells every xdist worker that the controller switched to ``--dist loadgroup``.
+
+    The controller's switch (``config.option.dist``, above) never reaches the workers: a worker parses the command
+    line again and decides ``config.option.loadgroup`` from its own ``--dist`` in ``xdist.remote.setup_config``,
+    before any plugin's ``pytest_configure`` runs. Without ``loadgroup`` a worker does not append ``@<group>`` to
+    its node ids, the ``LoadGroupScheduling`` of the controller sees no group, and every check becomes its own unit:
+    one model's checks spread over all workers (the 3-worker H200 run of issue 13). ``pytest_configure_node`` runs
+    on the controller before the worker starts; the flag it adds to ``workerinput`` is read in the worker's
+    ``pytest_configure``.
+    """
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node):
+        node.workerinput[LOADGROUP_KEY] = getattr(node.config.option, "dist", "no") == "loadgroup"
 
 
 # -- results gathering (runs on the xdist controller, or in the single process) ----------------------

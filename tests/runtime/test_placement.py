@@ -120,15 +120,14 @@ class _FakeTorch:
 
 
 class _FakeConfig:
-    def __init__(self, gpus, workerinput=None):
-        self._gpus = gpus
+    def __init__(self, gpus, workerinput=None, stage_devices="split"):
+        self._options = {"omnitts_gpus": gpus, "omnitts_stage_devices": stage_devices}
         self.stash = pytest.Stash()
         if workerinput is not None:
             self.workerinput = workerinput
 
     def getoption(self, name):
-        assert name == "omnitts_gpus"
-        return self._gpus
+        return self._options[name]
 
 
 def _conftest():
@@ -139,10 +138,21 @@ def _conftest():
 
 def test_an_xdist_worker_pins_its_gpu_and_memory_share():
     conftest = _conftest()
-    torch, config = _FakeTorch(2), _FakeConfig(None, {"workerid": "gw1", "workercount": 3})
+    torch, config = _FakeTorch(2), _FakeConfig(None, {"workerid": "gw1", "workercount": 3}, stage_devices="deploy")
     conftest._pin_worker_gpu(config, torch)
     assert torch.cuda.calls == [("set_device", 1), ("fraction", 0.9, 1)]
     assert config.stash[conftest.PLACEMENT].device == "cuda:1"
+
+
+def test_with_split_stages_every_worker_gets_a_share_of_every_gpu():
+    # two GPUs, three workers, stages split: each worker's stage 1 runs on the other GPU, so all three may hold
+    # memory on both GPUs
+    conftest = _conftest()
+    torch, config = _FakeTorch(2), _FakeConfig(None, {"workerid": "gw1", "workercount": 3})
+    conftest._pin_worker_gpu(config, torch)
+    assert torch.cuda.calls == [("set_device", 1), ("fraction", 0.3, 0), ("fraction", 0.3, 1)]
+    placement = config.stash[conftest.PLACEMENT]
+    assert placement.split_stages and placement.stage_devices(["0", "0"]) == ["cuda:1", "cuda:0"]
 
 
 def test_workers_sharing_one_listed_gpu_split_it():
@@ -174,3 +184,44 @@ def test_the_report_says_which_gpu_ran_what():
 
     per_model = _aggregate({"a": rec("ref_two_stage", "gw0", "cuda:0"), "b": rec("ref_native_ar", "gw1", "cuda:1")})
     assert _placement_lines(per_model) == ["ref_native_ar: cuda:1 (gw1)", "ref_two_stage: cuda:0 (gw0)"]
+
+
+def test_split_placement_needs_two_gpus():
+    one = place_worker("gw0", 2, [0], split_stages=True)
+    assert not one.split_stages and one.memory_fractions == {0: 0.45}
+    assert one.stage_devices(["0", "0"]) == ["cuda:0", "cuda:0"]
+    two = place_worker("gw0", 2, [0, 1], split_stages=True)
+    assert two.memory_fractions == {0: 0.45, 1: 0.45}
+    assert two.stage_devices(["0", "0"]) == ["cuda:0", "cuda:1"]
+    assert place_worker("gw1", 2, [0, 1], split_stages=True).stage_devices(["0", "0"]) == ["cuda:1", "cuda:0"]
+
+
+def test_a_deploy_config_that_spreads_the_stages_is_followed_even_when_splitting():
+    # *_2gpu.yaml: stage 0 on "1", stage 1 on "0": every worker follows it (split only spreads stages kept together)
+    assert stage_devices(["1", "0"], [0, 1], home=1, split_stages=True) == ["cuda:1", "cuda:0"]
+    assert stage_devices(["1", "0"], [0, 1], home=0, split_stages=True) == ["cuda:1", "cuda:0"]
+    assert stage_devices(["0", "1"], [2, 3], home=3, split_stages=True) == ["cuda:2", "cuda:3"]
+
+
+def test_deploy_stage_devices_reads_every_layout():
+    from omnitts.knowledge.configs import deploy_stage_devices
+
+    flat = {"stages": [{"stage_id": 0, "devices": "0"}, {"stage_id": 1, "devices": "1"}]}
+    assert deploy_stage_devices(flat, 2) == ["0", "1"]
+    nested = {"stages": [{"stage_id": 1, "runtime": {"devices": "1"}, "devices": "0"}, {"stage_id": 0, "devices": 0}]}
+    assert deploy_stage_devices(nested, 2) == ["0", "1"]  # runtime.devices wins; ints become index strings
+    legacy = {"stage_args": [{"stage_id": 0, "runtime": {"devices": "0,1"}}, {"stage_id": 1}]}
+    assert deploy_stage_devices(legacy, 2) == ["0,1", None]
+    assert deploy_stage_devices(None, 2) == [None, None]
+    assert deploy_stage_devices({"stages": [{"stage_id": 5, "devices": "1"}]}, 1) == [None]
+
+
+def test_reference_two_stage_deploy_keeps_both_stages_on_one_device():
+    from omnitts.knowledge.configs import deploy_stage_devices
+    from omnitts.reference_models.catalog import get_subject
+
+    deploy = get_subject("ref_two_stage").deploy_config
+    assert deploy_stage_devices(deploy, 2) == ["0", "0"]
+    # so on two GPUs only --stage-devices split puts them on two devices
+    assert stage_devices(deploy_stage_devices(deploy, 2), [0, 1], home=0) == ["cuda:0", "cuda:0"]
+    assert stage_devices(deploy_stage_devices(deploy, 2), [0, 1], home=0, split_stages=True) == ["cuda:0", "cuda:1"]

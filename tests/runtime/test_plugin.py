@@ -284,3 +284,31 @@ def test_vllm_extras_follow_the_pairing_table():
     vllm_pins = {r.split(";")[0].strip(): r.split("extra ==")[-1].strip().strip("'\"") for r in requires if "vllm" in r}
     expected = {vllm_requirement(r): "vllm-" + r.replace(".", "-") for r in PAIRINGS}
     assert vllm_pins == expected
+
+
+def test_one_models_checks_land_on_one_worker_under_three_workers(tmp_path):
+    """Issue 13: with ``-n 3`` every check of one model runs on one xdist worker (``--dist loadgroup`` reaches the
+    workers, so their node ids carry the model's group). Before the fix each model's checks spread over all three."""
+    models = [f"{TOYS}:two_stage", f"{TOYS}:single_stage", f"{TOYS}:two_stage@leak"]
+    proc = _pytest(
+        "validators",
+        "--model",
+        ",".join(models),
+        "-n",
+        "3",
+        "-q",
+        "--omnitts-out",
+        str(tmp_path),
+        "--check-timeout",
+        "6",
+        "-k",
+        "i1 or i2 or i5",
+    )
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-2000:]
+    res = json.loads((tmp_path / "results.json").read_text())["models"]
+    assert set(res) == set(models)
+    workers = {m: {r["worker"] for r in r_["ran_on"]} for m, r_ in res.items()}
+    assert all(len(w) == 1 for w in workers.values()), workers
+    assert all(next(iter(w)).startswith("gw") for w in workers.values()), workers
+    # the mutant's group is its whole name, not the part after "@" (xdist splits groups at the last "@")
+    assert "@" not in "".join(next(iter(w)) for w in workers.values())

@@ -23,7 +23,10 @@ def pytest_generate_tests(metafunc):
         raise pytest.UsageError(
             "the runtime validators need a model: pytest validators --model NAME (see --list-models, --omni-root)"
         )
-    metafunc.parametrize(MODEL_PARAM, [pytest.param(n, marks=pytest.mark.xdist_group(n)) for n in names], ids=names)
+    # the group name without "@": xdist's LoadGroupScheduling takes what follows the node id's last "@" as the group,
+    # and a mutant's name (model@bug) would otherwise group by its bug alone
+    params = [pytest.param(n, marks=pytest.mark.xdist_group(n.replace("@", "+"))) for n in names]
+    metafunc.parametrize(MODEL_PARAM, params, ids=names)
 
 
 @pytest.fixture(scope="session")
@@ -49,6 +52,7 @@ def omnitts_options(pytestconfig):
         out_dir=pytestconfig.stash[STATE].out,
         timeout=float(option(pytestconfig, "check_timeout")),
         require_real=bool(option(pytestconfig, "require_real_vllm")),
+        placement=pytestconfig.stash.get(PLACEMENT, None),
     )
 
 
@@ -59,18 +63,22 @@ def _pin_worker_gpu(config, torch) -> None:
     """Pins this process (one xdist worker, or the single process) to its GPU and its share of that GPU's memory.
 
     "cuda" then means this GPU for every tensor the checks make (``torch.cuda.set_device``), so the checks and the
-    harness need no device index of their own.
+    harness need no device index of their own. With two or more GPUs and ``--stage-devices split`` a two-stage
+    model's later stage runs on another GPU of the run (``ModelContext.stage_devices``): the worker then gets a share
+    of every GPU.
     """
     from omnitts.validators.runtime.placement import PlacementError, parse_gpus, place_worker
 
     worker = getattr(config, "workerinput", {})
+    split = option(config, "stage_devices") == "split"
     try:
         gpus = parse_gpus(option(config, "gpus"), torch.cuda.device_count())
-        placement = place_worker(worker.get("workerid"), int(worker.get("workercount", 1)), gpus)
+        placement = place_worker(worker.get("workerid"), int(worker.get("workercount", 1)), gpus, split_stages=split)
     except PlacementError as exc:
         raise pytest.UsageError(str(exc)) from None
     torch.cuda.set_device(placement.gpu)
-    torch.cuda.set_per_process_memory_fraction(placement.memory_fraction, placement.gpu)
+    for gpu, fraction in placement.memory_fractions.items():
+        torch.cuda.set_per_process_memory_fraction(fraction, gpu)
     config.stash[PLACEMENT] = placement
 
 
@@ -113,8 +121,12 @@ def _omnitts_tag(request):
     request.node.user_properties.append(("omnitts_check", {"check": require(mark.args[0]), "model": model}))
     request.getfixturevalue("omnitts_options")  # pins the GPU before the first check of this process
     placement = request.config.stash.get(PLACEMENT, None)
+    worker = getattr(request.config, "workerinput", None)
     if placement is not None:
         where = {"worker": placement.worker, "device": placement.device, "sharing": placement.sharing}
+        request.node.user_properties.append(("omnitts_placement", where))
+    elif worker is not None:  # a CPU run under xdist: which worker ran the check (one model, one worker)
+        where = {"worker": worker["workerid"], "device": "cpu", "sharing": None}
         request.node.user_properties.append(("omnitts_placement", where))
     probe = MemoryProbe(cuda=str(option(request.config, "device")).startswith("cuda"))
     yield

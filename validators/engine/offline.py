@@ -84,7 +84,9 @@ def run(model_dir: str, plan: dict, out: Path) -> dict:
     from vllm_omni import Omni
 
     started = time.monotonic()
-    omni = Omni(model=model_dir, stage_init_timeout=plan.get("stage_init_timeout", 300))
+    # per-stage devices when the session has two or more GPUs (runtime.StagePlacement.omni_kwargs)
+    placement = {"stage_overrides": plan["stage_overrides"]} if plan.get("stage_overrides") else {}
+    omni = Omni(model=model_dir, stage_init_timeout=plan.get("stage_init_timeout", 300), **placement)
     result: dict = {"startup_s": round(time.monotonic() - started, 2), "scenarios": {}}
     scenarios = {"solo": [[t] for t in plan["texts"]]}
     scenarios.update({f"batch{i}": texts for i, texts in enumerate(plan.get("batches", []))})

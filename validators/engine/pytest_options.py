@@ -72,11 +72,11 @@ def pytest_collection_modifyitems(config, items):
 class EngineModel:
     """One model of ``--omni-root`` through the engine: environment, model directory, offline run, server."""
 
-    def __init__(self, tree: Path, model: str, release: str, work: Path, timeout: float) -> None:
+    def __init__(self, tree: Path, model: str, release: str, work: Path, timeout: float, placement=None) -> None:
         from omnitts.validators.engine.runtime import EngineEnv
 
         self.tree, self.model, self.release, self.work, self.timeout = tree, model, release, work, timeout
-        self.env = EngineEnv.prepare(tree, release, work)
+        self.env = EngineEnv.prepare(tree, release, work, placement)
         self.model_dir = self.env.model_dir(model, _model_dir_cache(tree, model, release))
         self.config = json.loads((self.model_dir / "config.json").read_text())
         self._offline: dict | None = None
@@ -130,6 +130,30 @@ def _model_dir_cache(tree: Path, model: str, release: str) -> Path:
     return cache_root() / "engine-models" / f"{model}-{digest.hexdigest()[:16]}"
 
 
+def engine_placement(config, tree: Path, model: str, release: str, device_count=None):
+    """The session's :class:`StagePlacement`: none on ``--device cpu``; on ``--device cuda`` the run's GPUs (``--gpus``,
+    default every visible one) as ``CUDA_VISIBLE_DEVICES``, and with two or more GPUs a two-stage model's stages on
+    two of them (``--stage-devices``), through the release's per-stage ``devices`` overrides."""
+    from omnitts.knowledge.configs import tree_model_deploy
+    from omnitts.validators.engine.runtime import StagePlacement, stage_placement
+    from omnitts.validators.plugin import option
+    from omnitts.validators.runtime.placement import PlacementError, parse_gpus
+
+    if option(config, "device") != "cuda":
+        return StagePlacement()
+    if device_count is None:
+        import torch
+
+        device_count = torch.cuda.device_count()
+    deploy, stages = tree_model_deploy(tree, model)
+    try:
+        gpus = parse_gpus(option(config, "gpus"), device_count)
+        split = option(config, "stage_devices") == "split"
+        return stage_placement(release, deploy, stages, gpus, split_stages=split)
+    except PlacementError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def _release(config, tree: Path) -> str:
     chosen = config.getoption("omnitts_engine_release")
     if chosen:
@@ -162,9 +186,11 @@ def engine(omnitts_model, pytestconfig, _engine_models) -> EngineModel:
     if model_name not in _engine_models:
         tree = Path(root).resolve()
         work = Path(tempfile.mkdtemp(prefix=f"omnitts-engine-{model_name}-"))
+        release = _release(pytestconfig, tree)
+        placement = engine_placement(pytestconfig, tree, model_name, release)
         try:
             _engine_models[model_name] = EngineModel(
-                tree, model_name, _release(pytestconfig, tree), work, pytestconfig.getoption("omnitts_engine_timeout")
+                tree, model_name, release, work, pytestconfig.getoption("omnitts_engine_timeout"), placement
             )
         except Exception as exc:  # fail closed, with the step and the log's tail
             pytest.fail(f"engine tier for {model_name}: {exc}", pytrace=False)

@@ -62,6 +62,53 @@ def _tail(text: str, lines: int = 25) -> str:
     return "\n".join(["first traceback in the log:", *root, "...", "last lines of the log:", *tail])
 
 
+@dataclass(frozen=True)
+class StagePlacement:
+    """Where an engine session puts a model's stages: the GPUs it sees and each stage's ``devices`` override.
+
+    ``visible`` becomes ``CUDA_VISIBLE_DEVICES`` of the session; ``overrides`` are the release's per-stage overrides
+    (:func:`omnitts.knowledge.engine.stage_device_overrides`), logical indices into ``visible``, as the release maps
+    them (``entrypoints/stage_utils.set_stage_devices``). Empty: the deploy config's own devices.
+    """
+
+    visible: str | None = None
+    overrides: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def omni_kwargs(self) -> dict:
+        """Keyword arguments of the offline ``Omni(model, ...)``."""
+        return {"stage_overrides": self.overrides} if self.overrides else {}
+
+    def serve_args(self) -> list[str]:
+        """Arguments of ``vllm-omni serve``."""
+        return ["--stage-overrides", json.dumps(self.overrides, sort_keys=True)] if self.overrides else []
+
+    def env(self) -> dict[str, str]:
+        return {"CUDA_VISIBLE_DEVICES": self.visible} if self.visible is not None else {}
+
+
+def stage_placement(
+    release: str, deploy: dict | None, num_stages: int, gpus: list[int] | None, *, split_stages: bool = True
+) -> StagePlacement:
+    """The engine session's placement on ``gpus`` (None: a CPU session, nothing to place).
+
+    The deploy config's per-stage ``devices`` (``knowledge.configs.deploy_stage_devices``) are placed on the
+    session's GPUs like the harness places them (``runtime.placement.stage_devices``): a deploy config that spreads
+    the stages is followed, one that keeps them together is split over the first two GPUs with ``split_stages``.
+    """
+    from omnitts.knowledge.configs import deploy_stage_devices
+    from omnitts.knowledge.engine import stage_device_overrides
+    from omnitts.validators.runtime.placement import stage_devices
+
+    if not gpus:
+        return StagePlacement()
+    logical = list(range(len(gpus)))  # indices into CUDA_VISIBLE_DEVICES, as the release reads ``devices``
+    placed = stage_devices(deploy_stage_devices(deploy, num_stages), logical, home=0, split_stages=split_stages)
+    visible = ",".join(str(g) for g in gpus)
+    if num_stages < 2 or len(set(placed)) < 2:
+        return StagePlacement(visible)
+    return StagePlacement(visible, stage_device_overrides(release, [d.split(":", 1)[1] for d in placed]))
+
+
 @dataclass
 class EngineEnv:
     """The engine environment bound to one tree: how to run Python in it."""
@@ -70,16 +117,19 @@ class EngineEnv:
     python: Path
     tree: Path
     overlay: Path
+    placement: StagePlacement = field(default_factory=StagePlacement)
 
     @classmethod
-    def prepare(cls, tree: Path, release: str, work: Path) -> EngineEnv:
+    def prepare(cls, tree: Path, release: str, work: Path, placement: StagePlacement | None = None) -> EngineEnv:
         python = install.ensure_engine_env(release)
-        return cls(release, python, Path(tree).resolve(), install.overlay(work / "overlay"))
+        overlay = install.overlay(work / "overlay")
+        return cls(release, python, Path(tree).resolve(), overlay, placement or StagePlacement())
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.pop("PYTHONHOME", None)
         env.update(ENGINE_ENV)
+        env.update(self.placement.env())
         env["PYTHONPATH"] = os.pathsep.join([str(self.tree), str(self.overlay)])
         env.setdefault("OMP_NUM_THREADS", "1")
         return env
@@ -131,6 +181,7 @@ class EngineEnv:
     def offline(self, model_dir: Path, plan: dict, out: Path, *, timeout: float = 600) -> dict:
         """Run the offline ``Omni`` on ``plan`` (see ``offline.py``); returns result.json with audio paths."""
         out.mkdir(parents=True, exist_ok=True)
+        plan = {**plan, **self.placement.omni_kwargs()}  # offline.py passes stage_overrides on to Omni(...)
         (out / "plan.json").write_text(json.dumps(plan))
         log = out / "offline.log"
         try:
@@ -192,6 +243,7 @@ class Server:
             "127.0.0.1",
             "--port",
             str(self.port),
+            *self.env.placement.serve_args(),
         ]
         self.log.parent.mkdir(parents=True, exist_ok=True)
         fh = self.log.open("w")

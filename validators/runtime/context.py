@@ -32,6 +32,7 @@ class Options:
     out_dir: Path = Path("omnitts-out")
     timeout: float = 60.0
     require_real: bool = False
+    placement: Any = None  # the worker's WorkerPlacement on CUDA runs (validators/runtime/placement.py)
 
 
 @dataclass
@@ -88,6 +89,31 @@ class ModelContext:
                 self._runs[key] = (factory, note)
         return self._runs[key]
 
+    def stage_devices(self) -> list[str] | None:
+        """Each stage's device on a CUDA run (None on CPU): the deploy config's per-stage ``devices`` placed on this
+        worker's GPUs (:meth:`WorkerPlacement.stage_devices`; two stages on two GPUs with ``--stage-devices
+        split``)."""
+        key = "__stage_devices__"
+        if key not in self._runs:
+            placement = self.options.placement
+            if placement is None or not self.options.device.startswith("cuda"):
+                self._runs[key] = None
+            else:
+                from omnitts.knowledge.configs import deploy_stage_devices
+                from omnitts.validators.runtime.placement import PlacementError
+
+                sub = self.subject
+                try:
+                    self._runs[key] = placement.stage_devices(
+                        deploy_stage_devices(sub.extra.get("deploy"), len(sub.stages))
+                    )
+                except PlacementError as exc:
+                    self._runs[key] = CheckFailure(f"{self.name}: stage placement: {exc}")
+        found = self._runs[key]
+        if isinstance(found, CheckFailure):
+            raise found
+        return found
+
     # -- running ---------------------------------------------------------------------------------
     def engine(self, **kw) -> Engine:
         if self.hung is not None:
@@ -95,6 +121,8 @@ class ModelContext:
         factory, note = self.consolidation()
         if note.startswith("REAL-TIER-UNAVAILABLE"):
             raise CheckFailure(f"the real-vLLM tier is needed for {self.name!r} but {note.split(': ', 1)[1]}")
+        if kw.get("models") is None:  # models a check built itself stay where it put them (one device)
+            kw.setdefault("stage_devices", self.stage_devices())
         return Engine(
             self.subject, device=self.options.device, consolidation_factory=factory, consolidation_source=note, **kw
         )

@@ -7,8 +7,10 @@ decides placement, from plain values, so that it is testable with fake device li
   list); workers that share a GPU each get an equal share of its memory;
 - a multi-stage model's stages go where its deploy config's per-stage ``devices`` say, read as indices into
   the GPUs the run may use (the way vLLM-Omni's ``*_2gpu.yaml`` deploy files put the talker on "0" and the
-  decoder on "1"); ``split_stages`` spreads stages over two or more GPUs even when the deploy file keeps them
-  together, which is where cross-device payload bugs show up.
+  decoder on "1"); ``split_stages`` (``--stage-devices split``, the default with two or more GPUs) spreads the
+  stages over two GPUs even when the deploy file keeps them together, which is where cross-device payload bugs
+  show up (the harness then runs stage ``k`` on its device, with that device current during the stage's calls,
+  as the release's per-stage process has it).
 """
 
 from __future__ import annotations
@@ -64,14 +66,33 @@ class WorkerPlacement:
     sharing: int  # workers on that GPU (this one included)
     memory_fraction: float  # torch.cuda.set_per_process_memory_fraction for this worker
     gpus: tuple[int, ...]  # every GPU the run may use (stage splitting picks from these)
+    split_stages: bool = False  # a two-stage model's stages go to different GPUs (two or more GPUs)
 
     @property
     def device(self) -> str:
         return f"cuda:{self.gpu}"
 
+    @property
+    def memory_fractions(self) -> dict[int, float]:
+        """GPU -> torch.cuda.set_per_process_memory_fraction of this worker (every GPU when stages are split)."""
+        if self.split_stages:
+            return {g: self.memory_fraction for g in self.gpus}
+        return {self.gpu: self.memory_fraction}
 
-def place_worker(worker_id: str | None, worker_count: int, gpus: Sequence[int]) -> WorkerPlacement:
-    """Round-robin a worker onto ``gpus``; workers sharing one GPU split its memory evenly."""
+    def stage_devices(self, deploy_devices: Sequence[str | None]) -> list[str]:
+        """Where this worker runs each stage of a model whose deploy config says ``deploy_devices``."""
+        return stage_devices(deploy_devices, self.gpus, home=self.gpu, split_stages=self.split_stages)
+
+
+def place_worker(
+    worker_id: str | None, worker_count: int, gpus: Sequence[int], *, split_stages: bool = False
+) -> WorkerPlacement:
+    """Round-robin a worker onto ``gpus``; workers sharing one GPU split its memory evenly.
+
+    With ``split_stages`` and two or more GPUs every worker also runs the later stages of its two-stage models on
+    the other GPUs (:func:`stage_devices`), so every worker may hold memory on every GPU of the run: each gets
+    an equal share of each GPU (:attr:`WorkerPlacement.memory_fractions`).
+    """
     if not gpus:
         raise PlacementError("no GPU to place the worker on")
     count = max(worker_count, 1)
@@ -80,12 +101,15 @@ def place_worker(worker_id: str | None, worker_count: int, gpus: Sequence[int]) 
         raise PlacementError(f"worker {worker_id} is outside the {count} workers of this run")
     load = Counter(gpus[i % len(gpus)] for i in range(count))
     gpu = gpus[index % len(gpus)]
+    split = split_stages and len(gpus) > 1
+    sharing = count if split else load[gpu]
     return WorkerPlacement(
         worker=worker_id or "master",
         gpu=gpu,
-        sharing=load[gpu],
-        memory_fraction=round(_FULL_SHARE / load[gpu], 4),
+        sharing=sharing,
+        memory_fraction=round(_FULL_SHARE / sharing, 4),
         gpus=tuple(gpus),
+        split_stages=split,
     )
 
 
@@ -98,12 +122,13 @@ def stage_devices(
 ) -> list[str]:
     """One torch device per stage.
 
-    ``deploy_devices`` holds each stage's ``devices`` value from the deploy config ("0", "1", "0,1" or
-    None); each names logical indices into ``gpus`` (the first index is the stage's own device, as vLLM-Omni
-    makes it the stage process's ``cuda:0``). Stages whose deploy entries all name one device run on
-    ``home`` (the worker's GPU), so several workers never pile onto GPU 0; with ``split_stages`` and two or
-    more GPUs, stage ``k`` runs on ``gpus[(start + k) % len(gpus)]`` so that every stage boundary crosses
-    devices.
+    ``deploy_devices`` holds each stage's ``devices`` value from the deploy config ("0", "1", "0,1" or None;
+    :func:`omnitts.knowledge.configs.deploy_stage_devices`); each names logical indices into ``gpus`` (the first
+    index is the stage's own device, as vLLM-Omni makes it the stage process's ``cuda:0``). A deploy config that
+    puts the stages on different devices is followed. Stages whose deploy entries all name one device run on
+    ``home`` (the worker's GPU), so several workers never pile onto GPU 0; with ``split_stages`` and two or more
+    GPUs, stage ``k`` then runs on ``gpus[(start + k) % len(gpus)]`` (``start``: the home GPU's position), so
+    that every stage boundary crosses devices.
     """
     if not gpus:
         raise PlacementError("no GPU to place the stages on")
@@ -116,14 +141,14 @@ def stage_devices(
         if not first.isdigit():
             raise PlacementError(f"stage {stage}: deploy devices {value!r} is not a device index list")
         logical.append(int(first))
+    if len(set(logical)) > 1:
+        for stage, index in enumerate(logical):
+            if index >= len(gpus):
+                raise PlacementError(
+                    f"stage {stage}: deploy devices name GPU {index}, but this run has {len(gpus)} ({list(gpus)})"
+                )
+        return [f"cuda:{gpus[index]}" for index in logical]
     if split_stages and len(gpus) > 1:
         start = gpus.index(home)
         return [f"cuda:{gpus[(start + k) % len(gpus)]}" for k in range(len(logical))]
-    if len(set(logical)) <= 1:
-        return [f"cuda:{home}"] * len(logical)
-    for stage, index in enumerate(logical):
-        if index >= len(gpus):
-            raise PlacementError(
-                f"stage {stage}: deploy devices name GPU {index}, but this run has {len(gpus)} ({list(gpus)})"
-            )
-    return [f"cuda:{gpus[index]}" for index in logical]
+    return [f"cuda:{home}"] * len(logical)

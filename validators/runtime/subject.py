@@ -69,13 +69,14 @@ class RuntimeSubject:
     description: str = ""
     extra: dict = field(default_factory=dict)
 
-    def build(self, device: str = "cpu") -> list[Any]:
-        """One model instance per stage (``Cls(config=cfg)``), on ``device``, in eval mode, as the runner loads them."""
+    def build(self, device: str = "cpu", stage_devices: list[str] | None = None) -> list[Any]:
+        """One model instance per stage (``Cls(config=cfg)``), on ``device`` (or stage ``k`` on ``stage_devices[k]``),
+        in eval mode, as the runner loads them."""
         models = []
-        for st in self.stages:
+        for k, st in enumerate(self.stages):
             m = st.factory()
             if hasattr(m, "to"):
-                m = m.to(device)
+                m = m.to(stage_devices[k] if stage_devices else device)
             if hasattr(m, "eval"):
                 m.eval()
             models.append(m)

@@ -4,6 +4,7 @@ payloads to the output processor (copied to the host, streamed as deltas, consol
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from collections import defaultdict
@@ -17,7 +18,7 @@ from omnitts.knowledge.runner import consolidation_era
 from omnitts.knowledge.runner import contract_for as profile_for
 from omnitts.validators.runtime.consolidation import EraAccumulator
 from omnitts.validators.runtime.harness.errors import ContractError, ModelError
-from omnitts.validators.runtime.harness.hostcopy import to_host
+from omnitts.validators.runtime.harness.hostcopy import delivered, misplaced, to_host
 from omnitts.validators.runtime.harness.payloads import flatten_payload, unflatten_payload
 from omnitts.validators.runtime.harness.results import RequestResult, RunResult, StepRecord
 from omnitts.validators.runtime.harness.scheduling import Req, sched_id
@@ -53,12 +54,19 @@ class Engine:
         stage0_max_num_seqs: int | None = None,
         max_steps: int = 5000,
         check_aliasing: bool = False,
+        stage_devices: list[str] | None = None,
         spy=None,
         record_calls: bool = False,
         salt: str = "",
     ):
         self.subject = subject
-        self.device = device
+        # each stage's device: stage_devices (a two-stage model split over two GPUs), else every stage on device
+        self.stage_devices = list(stage_devices) if stage_devices else [device] * len(subject.stages)
+        if len(self.stage_devices) != len(subject.stages):
+            raise ContractError(f"{len(self.stage_devices)} stage devices for {len(subject.stages)} stages")
+        self.device = self.stage_devices[0]
+        self.split = len(set(self.stage_devices)) > 1
+        self.placement_findings: list[str] = []
         self.profile = profile or profile_for(subject.release, subject.model_runner)
         self.era = subject.consolidation_era or consolidation_era(self.profile.version)
         self.consolidation_factory = consolidation_factory
@@ -73,12 +81,12 @@ class Engine:
         # (stage, method) pairs timed per steady-state step, with torch.cuda.synchronize() around them on CUDA
         self.timed_calls: set[tuple[int, str]] | None = None
         self.call_seconds: dict[tuple[int, str], float] = {}
-        self.cuda = str(device).startswith("cuda")
+        self.cuda = any(str(d).startswith("cuda") for d in self.stage_devices)
         self.alias_violations: list[str] = []
         self.fresh: dict[int, torch.Tensor] = {}  # private host copies of the current step (see hostcopy.to_host)
         self.recorder: list | None = [] if record_calls else None
         self.salt = salt
-        self.models = models if models is not None else subject.build(device)
+        self.models = models if models is not None else subject.build(device, self.stage_devices)
         self.stages: list[Stage] = []
         for i, (st, m) in enumerate(zip(subject.stages, self.models, strict=True)):
             cls = ARStage if st.execution == "ar" else GenerationStage
@@ -97,6 +105,34 @@ class Engine:
         self.steps: list[StepRecord] = []
         self.results: dict[str, RequestResult] = {}
         self._accs: dict[str, Any] = {}
+
+    # -- device placement -------------------------------------------------------------------------
+    def note_misplaced(self, found: list[str]) -> None:
+        """Record tensors found off their device (each line once, at most 40)."""
+        for line in found:
+            if line not in self.placement_findings and len(self.placement_findings) < 40:
+                self.placement_findings.append(line)
+
+    def on_stage_device(self, stage: int):
+        """The stage's device as the current CUDA device, as in the release's per-stage process (whose
+        ``CUDA_VISIBLE_DEVICES`` is the stage's ``devices``, so ``"cuda"`` means its own GPU); a no-op unless the
+        stages run on different CUDA devices."""
+        dev = self.stage_devices[stage]
+        if self.split and str(dev).startswith("cuda"):
+            return torch.cuda.device(torch.device(dev))
+        return contextlib.nullcontext()
+
+    def cross(self, produced: Any, where: str) -> Any:
+        """What a stage input processor returned, as the next stage receives it: the release's connector serialises
+        every tensor to the host, so a tensor the processor left on a device is a finding (a device copy per chunk
+        in the sender, and a tensor that in an in-process pipeline would reach the next stage on the producer's
+        device) and is delivered on the host."""
+        if self.cuda:
+            consumer = self.stage_devices[1] if len(self.stage_devices) > 1 else "cpu"
+            found = misplaced(produced, "cpu", where)
+            why = f"(the producer's device; stage 1 runs on {consumer}, chunks reach it via the host)"
+            self.note_misplaced([f"{line} {why}" for line in found])
+        return delivered(produced)
 
     # -- per-request output path ------------------------------------------------------------------
     def _emit_final(self, ext: str, payload: dict, now: float) -> None:
@@ -137,6 +173,7 @@ class Engine:
         self.steps = []
         self.step_seconds = 0.0
         self.model_seconds = 0.0
+        self.placement_findings = []
         s0 = self.stages[0]
         s1 = self.stages[1] if len(self.stages) > 1 else None
         tm = TransferManager(self.extra, 4)
@@ -219,6 +256,8 @@ class Engine:
             profile=self.profile,
             calls=self.recorder,
             alias_violations=list(self.alias_violations),
+            stage_devices=list(self.stage_devices),
+            placement_findings=list(self.placement_findings),
         )
 
     def _admit(self, p: RequestPlan, ids: dict, now: float) -> None:
@@ -286,6 +325,7 @@ class Engine:
             raise ModelError(f"stage input processor {getattr(fn, '__name__', fn)}", exc) from exc
         finally:
             self.model_seconds += time.perf_counter() - t0
+        prompts = self.cross(prompts, f"stage input processor {getattr(fn, '__name__', fn)} (request {ext})")
         ids[ext][1] = sched_id(ext, 1, self.salt)
         for prompt in prompts or []:
             s1.add_chunk(
@@ -323,11 +363,13 @@ class Engine:
             self.recorder.append(("proc", fn, (), copy.deepcopy(kwargs)))
         t0 = time.perf_counter()
         try:
-            chunk = fn(**kwargs)
+            with self.on_stage_device(0):  # the processor runs in stage 0's process (chunk_transfer_adapter)
+                chunk = fn(**kwargs)
         except Exception as exc:  # noqa: BLE001
             raise ModelError(f"stage input processor {getattr(fn, '__name__', fn)}", exc) from exc
         finally:
             self.model_seconds += time.perf_counter() - t0
+        chunk = self.cross(chunk, f"stage input processor {getattr(fn, '__name__', fn)} (request {ext})")
         if done:
             tm.code_prompt_token_ids.pop(ext, None)
             tm.request_payload.pop(ext, None)

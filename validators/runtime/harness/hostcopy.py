@@ -101,3 +101,44 @@ def host_copies_per_request(per_req: list[Any], device: str, fresh: dict[int, to
     sync(device)
     mark_fresh(fresh, [host_copy for host_copy, holders in copied.values() if holders == 1])
     return out
+
+
+def misplaced(x: Any, expected: str, where: str, *, host_ok: bool = False) -> list[str]:
+    """Tensors in ``x`` (nested dicts, lists, tuples) that are not on device ``expected``, one line each.
+
+    ``expected`` is a stage's device ("cuda:1"), or "cpu" for what crosses to the next stage (the release's
+    connector serialises every tensor of a chunk to the host: ``omni_connectors/utils/serialization.py``
+    ``_encode_tensor``). ``host_ok``: host tensors are fine too (a stage's small metadata such as ``sr``).
+    """
+    want = torch.device(expected)
+    found: list[str] = []
+
+    def walk(v: Any, name: str) -> None:
+        if isinstance(v, torch.Tensor):
+            dev = v.device
+            same = dev.type == want.type and (want.index is None or dev.index in (None, want.index))
+            if not same and not (host_ok and dev.type == "cpu"):
+                found.append(f"{where}: {name or 'value'} is on {dev}, expected {want}")
+        elif isinstance(v, dict):
+            for k, item in v.items():
+                walk(item, f"{name}.{k}" if name else str(k))
+        elif isinstance(v, (list, tuple)):
+            for i, item in enumerate(v):
+                walk(item, f"{name}[{i}]")
+
+    walk(x, "")
+    return found
+
+
+def delivered(x: Any) -> Any:
+    """``x`` as the next stage receives it through the release's connector: device tensors copied to the host (the
+    serialiser's ``.detach().cpu()``), host tensors and other values unchanged."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().to("cpu") if x.device.type != "cpu" else x
+    if isinstance(x, dict):
+        return {k: delivered(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [delivered(v) for v in x]
+    if isinstance(x, tuple):
+        return tuple(delivered(v) for v in x)
+    return x

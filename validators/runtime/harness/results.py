@@ -94,6 +94,8 @@ class RunResult:
     profile: ReleaseProfile
     calls: list | None = None
     alias_violations: list[str] = field(default_factory=list)
+    stage_devices: list[str] = field(default_factory=list)  # where each stage ran
+    placement_findings: list[str] = field(default_factory=list)  # tensors off their stage's device (hostcopy)
 
     def audio(self, ext_id: str) -> torch.Tensor:
         return self.requests[ext_id].stream_audio

@@ -26,6 +26,7 @@ from omnitts.validators.runtime.harness.hostcopy import (
     h2d,
     host_copies_per_request,
     mark_fresh,
+    misplaced,
     sync,
 )
 from omnitts.validators.runtime.harness.payloads import (
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 class Stage:
     def __init__(self, engine: Engine, idx: int, spec: StageSpec, model: Any):
         self.engine, self.idx, self.spec, self.model = engine, idx, spec, model
+        self.device = engine.stage_devices[idx]  # this stage's device (its model, inputs and outputs)
         self.requests: dict[str, Req] = {}
         self.buffer: dict[str, dict] = {}
         self.slots = Slots()
@@ -73,10 +75,11 @@ class Stage:
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
             try:
-                if eng.spy is not None and eng.spy_active:
-                    with eng.spy.armed(eng.step_label):
-                        return fn(*args, **kwargs)
-                return fn(*args, **kwargs)
+                with eng.on_stage_device(self.idx):
+                    if eng.spy is not None and eng.spy_active:
+                        with eng.spy.armed(eng.step_label):
+                            return fn(*args, **kwargs)
+                    return fn(*args, **kwargs)
             finally:
                 if timed and eng.cuda:
                     torch.cuda.synchronize()
@@ -89,6 +92,13 @@ class Stage:
         except Exception as exc:  # noqa: BLE001 - any model exception becomes a check failure with its traceback
             where = f"stage {self.idx} ({type(self.model).__name__}).{'forward' if method == '__call__' else method}"
             raise ModelError(where, exc) from exc
+
+    def _audit_device(self, outputs: Any) -> None:
+        """With the stages on different devices: outputs on another device than this stage's are findings (host
+        tensors such as ``sr`` are fine), e.g. a stage computing on the other stage's GPU."""
+        if self.engine.split:  # one device: nothing but the host besides it (host outputs are fine)
+            where = f"stage {self.idx} ({type(self.model).__name__}, on {self.device}) step {self.engine.step_index}"
+            self.engine.note_misplaced(misplaced(outputs, str(self.device), where, host_ok=True))
 
     def _alias_check(self, mm: Any) -> None:
         """Outputs of the previous step must not change when this step runs (no views of persistent buffers)."""
@@ -223,7 +233,7 @@ class ARStage(Stage):
             logits_idx.append(start - 1)
         self.steady_step = steady
         n_tok = len(ids)
-        flat = h2d(ids + pos + logits_idx, self.engine.device)
+        flat = h2d(ids + pos + logits_idx, self.device)
         return ARBatch(rids, spans, lens, start, steady, flat[:n_tok], flat[n_tok : 2 * n_tok], flat[2 * n_tok :])
 
     def _release_keys(self, rid: str, req: Req, infos: dict) -> None:
@@ -303,6 +313,7 @@ class ARStage(Stage):
         if not is_omni_output(out) and hasattr(self.model, "make_omni_output"):
             out = self._call("make_omni_output", out, **kwargs)
         hidden, mm = extract(self.model, out)
+        self._audit_device({"hidden": hidden, "multimodal_outputs": mm})
         if self.engine.check_aliasing:
             self._alias_check(mm)
         return hidden, mm
@@ -332,7 +343,7 @@ class ARStage(Stage):
         h_host = d2h(hidden, non_blocking=True) if nb and isinstance(hidden, torch.Tensor) else hidden
         if nb:
             sampled_host = d2h(sampled, non_blocking=True)
-            sync(eng.device)
+            sync(self.device)
             tokens = sampled_host.tolist()
         else:
             tokens = sampled.tolist()
@@ -466,7 +477,7 @@ class GenerationStage(Stage):
             counts.append(len(codes))
             lasts.append(last)
         infos_list = [self.buffer.get(rid, {}) or {} for rid in batch]
-        flat = h2d(ids + pos, eng.device)  # one host->device copy per step, then views
+        flat = h2d(ids + pos, self.device)  # one host->device copy per step, then views
         kwargs: dict[str, Any] = dict(
             input_ids=flat[: len(ids)],
             positions=flat[len(ids) :],
@@ -481,13 +492,14 @@ class GenerationStage(Stage):
         eng.step_seconds += time.perf_counter() - t0
         eng.steps.append(StepRecord(self.idx, eng.step_index, list(batch), len(ids), steady, time.perf_counter() - t0))
         _, mm = extract(model, out)
+        self._audit_device({"multimodal_outputs": mm})
         if eng.check_aliasing:
             self._alias_check(mm)
         per_req = split_generation_output(mm, len(batch))
         eng.fresh.clear()
         if eng.cuda:
             # what crosses to the engine process, copied once per tensor with one sync per step
-            per_req = host_copies_per_request(per_req, eng.device, eng.fresh)
+            per_req = host_copies_per_request(per_req, self.device, eng.fresh)
         for i, rid in enumerate(batch):
             if lasts[i]:
                 self.finish(rid)
