@@ -29,12 +29,16 @@ EXPECTED = {  # engine checks per tier (validators/checks/test_engine_tier.py)
         "test_engine_offline_concurrent_equals_solo",
         "test_engine_offline_text_reaches_the_model",
         "test_engine_offline_example_runs",
+        "test_engine_offline_state_freed_in_worker",
+        "test_engine_offline_no_growth_in_worker",
+        "test_engine_offline_host_syncs_in_worker",
     },
     "server": {
         "test_engine_server_response_formats",
         "test_engine_server_stream_equals_whole",
         "test_engine_server_concurrent_equals_solo",
         "test_engine_server_bad_requests_get_4xx",
+        "test_engine_server_disconnect_frees_state",
     },
 }
 

@@ -119,6 +119,132 @@ def test_engine_offline_example_runs(engine, record):
     assert info.samplerate == engine.sample_rate and info.frames > 0, f"example WAV: {info}"
 
 
+# ------------------------------------------------------------------------- offline, inside the workers
+# omnitts's worker extension (validators/engine/worker_ext.py) is mixed into the engine's workers by vLLM's
+# ``worker_extension_cls``; offline.py calls it through the engine's ``collective_rpc`` after the scenarios.
+
+
+def _worker(engine) -> dict:
+    result = _offline(engine)
+    found = result.get("worker")
+    if found is None:
+        pytest.fail("the offline run did not reach the in-worker checks (no 'worker' in result.json)", pytrace=False)
+    if "error" in found:
+        pytest.fail(
+            f"in-worker checks failed to run: {found['error']}\n{found.get('traceback', '')[-1500:]}", pytrace=False
+        )
+    return found
+
+
+def _containers(worker: dict) -> list:
+    from omnitts.validators.runtime.state import Container
+
+    return [Container(**c) for c in worker["containers"]]
+
+
+def _held(snapshot: dict, when: str, since: dict | None = None) -> list[str]:
+    """Per-request entries the model still holds in ``snapshot`` (every worker), keyed by an id the worker saw
+    (after the ``since`` snapshot, when given)."""
+    from omnitts.validators.runtime.state import holders_in
+
+    problems = []
+    if not snapshot["settled"]:
+        problems.append(f"after {when}: the engine did not report every request finished to the worker in time")
+    earlier = {rid for w in since["workers"] for rid in w["seen"]} if since else set()
+    for worker in snapshot["workers"]:
+        ids = {
+            rid: f"scheduler id of a request the worker ran ({when})" for rid in worker["seen"] if rid not in earlier
+        }
+        problems += [f"after {when}: {line}" for line in holders_in(_containers(worker), ids)]
+    return problems
+
+
+@pytest.mark.omnitts_engine("offline")
+@pytest.mark.omnitts_check(checkids.I5_STATE_FREED)
+def test_engine_offline_state_freed_in_worker(engine, record):
+    """I5 in the engine's worker: no container of the model keeps a request's id once it finished or was aborted."""
+    found = _worker(engine)
+    seen = sum(len(w["seen"]) for w in found["after_abort"]["workers"])
+    aborted = seen - sum(len(w["seen"]) for w in found["after_finish"]["workers"])
+    record(
+        requests_seen=seen,
+        aborted_seen=aborted,
+        aborted_mid_request=found["abort"]["mid_request"],
+        worker_wall_s=found["wall_s"],
+    )
+    assert seen, "I5 (worker): the worker saw no request; nothing was checked"
+    assert found["abort"]["mid_request"] and aborted, (
+        "I5 (worker): the abort scenario's request ended before it was aborted, or never reached the worker"
+    )
+    finish = _held(found["after_finish"], "finish")
+    abort = _held(found["after_abort"], "abort", found["after_finish"])
+    problems = finish[:10] + abort[:10]  # both kinds shown, however many finished requests leaked
+    assert not problems, "I5 (worker): per-request entries survive the request:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.omnitts_engine("offline")
+@pytest.mark.omnitts_check(checkids.I5_NO_GROWTH)
+def test_engine_offline_no_growth_in_worker(engine, record):
+    """I5 in the engine's worker: the model's containers hold no more after 100 sequential requests than after 1."""
+    from omnitts.validators.runtime.state import footprint_of, growth
+
+    found = _worker(engine)["growth"]
+    grew = []
+    seen = 0
+    for base, after in zip(found["base"]["workers"], found["after"]["workers"], strict=True):
+        grew += growth(footprint_of(_containers(base)), footprint_of(_containers(after)))
+        seen += len(after["seen"]) - len(base["seen"])
+    record(requests=found["requests"], seen_between=seen, containers=len(found["after"]["workers"][0]["containers"]))
+    assert seen >= found["requests"] - 1, f"I5 (worker): {seen} requests reached the worker between the snapshots"
+    assert not grew, (
+        f"I5 (worker): model state grows over {found['requests']} sequential requests (after request 1 -> after "
+        f"request {found['requests']}):\n  " + "\n  ".join(grew[:10])
+    )
+
+
+@pytest.mark.omnitts_engine("offline")
+@pytest.mark.omnitts_check(checkids.I3_HOST_SYNCS)
+def test_engine_offline_host_syncs_in_worker(engine, record):
+    """I3 in the engine's worker: no host sync in the model's calls during steady-state steps (every scheduled
+    request decoding), the harness's budget; the spy (dispatch spy + tensor method wrappers on CPU,
+    ``torch.cuda.set_sync_debug_mode`` on CUDA) is armed after warm-up."""
+    from omnitts.validators.runtime.subject import SYNC_BUDGET_PER_REQUEST_STEP as budget
+
+    reports = _worker(engine)["syncs"]
+    problems, sites, steady_steps, suppressed = [], {}, 0, set()
+    for rep in reports:
+        if "error" in rep:
+            pytest.fail(f"I3 (worker): {rep['error']}", pytrace=False)
+        steady = rep["steady"]
+        steady_steps += len(steady)
+        for kind, steps, events in (
+            ("dispatch spy", rep["steps"], rep["events"]),
+            ("set_sync_debug_mode", rep["debug_steps"], rep["debug_events"]),
+        ):
+            over = {lab: n for lab, n in steps.items() if lab in steady and n > budget * steady[lab]}
+            for e in events:
+                if e["suppressed"]:
+                    suppressed.add(f"{e['op']} at {e['where']} — {e['suppressed']}")
+                elif e["label"] in over:
+                    key = f"{e['op']} at {e['where']}"
+                    sites[key] = sites.get(key, 0) + 1
+            if over:
+                problems.append(f"{kind}: {sum(over.values())} host syncs in {len(over)} of {len(steady)} steady steps")
+    worst = sorted(sites.items(), key=lambda kv: -kv[1])[:6]
+    record(
+        steady_steps=steady_steps,
+        budget_per_request_step=budget,
+        device=reports[0].get("device") if reports else None,
+        sites=[site for site, _ in worst],
+        suppressed_sites=sorted(suppressed)[:10],
+    )
+    assert steady_steps, "I3 (worker): no steady-state (all-decode) step ran with the spy armed"
+    assert not problems, (
+        f"I3 (worker): {'; '.join(problems)} (budget {budget} per request and step). Lines that synced:\n  "
+        + "\n  ".join(f"{n}x {site}" for site, n in worst)
+    )
+
+
 # ---------------------------------------------------------------------------------------------- server
 
 
@@ -218,6 +344,60 @@ def test_engine_server_concurrent_equals_solo(engine, record):
             problems.append(f"{text!r} concurrent differs from solo: {how}")
     record(concurrent=len(requests))
     assert not problems, "I4 (server): " + "; ".join(problems)
+
+
+def _stream_and_leave(server, text: str) -> tuple[int, bool]:
+    """Stream ``text`` and disconnect after the first audio delta: (HTTP status, whether a delta came first)."""
+    import http.client
+    import json
+
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
+    try:
+        body = json.dumps({"input": text, "response_format": "pcm", "stream": True})
+        conn.request("POST", SPEECH, body, {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        got = b""
+        while resp.status == 200 and b"speech.audio.delta" not in got and b"speech.audio.done" not in got:
+            line = resp.fp.readline()
+            if not line:
+                break
+            got += line
+        return resp.status, b"speech.audio.delta" in got and b"speech.audio.done" not in got
+    finally:
+        conn.close()  # the client goes away mid-stream
+
+
+@pytest.mark.omnitts_engine("server")
+@pytest.mark.omnitts_check(checkids.I5_STATE_FREED)
+def test_engine_server_disconnect_frees_state(engine, record):
+    """I5 on the server: a client that disconnects mid-stream leaves no per-request entry in the model. The worker
+    is inspected through vLLM's ``POST /collective_rpc`` (dev mode) and omnitts's worker extension."""
+    import time
+
+    from omnitts.validators.engine.pytest_options import LONG_TEXT
+    from omnitts.validators.runtime.state import holders_in
+
+    server = _server(engine)
+    before = {rid for w in server.rpc("omnitts_state") for rid in w["seen"]}
+    status, mid_stream = _stream_and_leave(server, LONG_TEXT)
+    assert status == 200, f"stream: HTTP {status}"
+    assert mid_stream, "I5 (server): no audio delta before the stream ended; the client could not leave mid-stream"
+    deadline, settled = time.monotonic() + 30, False
+    while True:
+        workers = server.rpc("omnitts_state")
+        new = {rid for w in workers for rid in w["seen"]} - before
+        settled = bool(new) and all(set(w["seen"]) <= set(w["finished"]) for w in workers)
+        if settled or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    held = []
+    for worker in workers:
+        ids = {rid: "scheduler id of the request whose client left" for rid in new}
+        held += holders_in(_containers(worker), ids)
+    record(requests_seen=len(new), settled=settled)
+    assert new, "I5 (server): the request never reached the worker"
+    assert settled, "I5 (server): the engine did not report the left request finished to the worker within 30 s"
+    assert not held, "I5 (server): per-request entries survive the client's disconnect:\n  " + "\n  ".join(held)
 
 
 BAD_REQUESTS = {

@@ -79,14 +79,76 @@ def _run_example(example, omni, out: Path, text: str) -> dict:
     return {"wavs": sorted(str(p) for p in wav_dir.glob("*.wav"))}
 
 
+def _rpc(omni, method: str) -> list:
+    """``method`` of omnitts's worker extension on every worker of every stage (the engine's ``collective_rpc``):
+    one result per worker, stage by stage."""
+    results = []
+    for stage in omni.engine.collective_rpc(method, timeout=120):
+        results.extend(stage if isinstance(stage, list) else [stage])
+    return results
+
+
+def _settled_state(omni, wait: float = 15.0) -> dict:
+    """The workers' state once every request they were given has been reported finished to them (the scheduler
+    tells the runner in the step after a request ends): ``settled`` says whether that happened within ``wait``."""
+    deadline = time.monotonic() + wait
+    while True:
+        workers = _rpc(omni, "omnitts_state")
+        settled = all(set(w["seen"]) <= set(w["finished"]) for w in workers)
+        if settled or time.monotonic() > deadline:
+            return {"workers": workers, "settled": settled}
+        time.sleep(0.25)
+
+
+def _stage0_params(omni, **changes):
+    import copy
+
+    params = copy.deepcopy(omni.default_sampling_params_list)
+    for key, value in changes.items():
+        setattr(params[0], key, value)
+    return params
+
+
+def _worker_checks(omni, build, texts: list[str], plan: dict) -> dict:
+    """I5 and I3 inside the workers, after the scenarios (which warmed the engine up): state after finish and after
+    an abort, host syncs of steady-state steps with the spy armed, state growth over sequential requests."""
+    from vllm.sampling_params import RequestOutputKind
+
+    found: dict = {"after_finish": _settled_state(omni)}
+    # Abort: stream one long request, abort it at its first output (closing Omni's generator aborts it).
+    gen = omni.generate(
+        [build(plan["long_text"])],
+        _stage0_params(omni, output_kind=RequestOutputKind.DELTA),
+        py_generator=True,
+        use_tqdm=False,
+    )
+    first = next(gen, None)
+    gen.close()
+    found["abort"] = {"mid_request": first is not None and not first.finished}
+    found["after_abort"] = _settled_state(omni)
+    # I3: armed after warm-up, 4 requests at once, up to 10 steps each (as the harness's check).
+    _rpc(omni, "omnitts_sync_arm")
+    omni.generate([build(t) for t in texts[:4]], _stage0_params(omni, max_tokens=10), use_tqdm=False)
+    found["syncs"] = _rpc(omni, "omnitts_sync_report")
+    # I5 growth: 100 short sequential requests (3 tokens each); footprint after the first and after the last.
+    n, short = plan.get("sequential", 100), _stage0_params(omni, max_tokens=3)
+    omni.generate([build(texts[0])], short, use_tqdm=False)
+    base = _settled_state(omni)
+    for i in range(1, n):
+        omni.generate([build(texts[i % len(texts)])], short, use_tqdm=False)
+    found["growth"] = {"requests": n, "base": base, "after": _settled_state(omni)}
+    return found
+
+
 def run(model_dir: str, plan: dict, out: Path) -> dict:
     import numpy as np
     from vllm_omni import Omni
 
     started = time.monotonic()
-    # per-stage devices when the session has two or more GPUs (runtime.StagePlacement.omni_kwargs)
-    placement = {"stage_overrides": plan["stage_overrides"]} if plan.get("stage_overrides") else {}
-    omni = Omni(model=model_dir, stage_init_timeout=plan.get("stage_init_timeout", 300), **placement)
+    # per-stage devices when the session has two or more GPUs (runtime.StagePlacement.omni_kwargs), and omnitts's
+    # worker extension for the in-worker I5/I3 checks (collective RPC)
+    extra = {key: plan[key] for key in ("stage_overrides", "worker_extension_cls") if plan.get(key)}
+    omni = Omni(model=model_dir, stage_init_timeout=plan.get("stage_init_timeout", 300), **extra)
     result: dict = {"startup_s": round(time.monotonic() - started, 2), "scenarios": {}}
     scenarios = {"solo": [[t] for t in plan["texts"]]}
     scenarios.update({f"batch{i}": texts for i, texts in enumerate(plan.get("batches", []))})
@@ -94,6 +156,8 @@ def run(model_dir: str, plan: dict, out: Path) -> dict:
     build = example.build_request if example is not None and hasattr(example, "build_request") else _request
     result["requests_from"] = "example" if build is not _request else "omnitts"
     try:
+        if extra:
+            result["worker_install"] = _rpc(omni, "omnitts_install")  # before any request reaches a worker
         for name, groups in scenarios.items():
             if name == "solo":
                 calls = groups
@@ -130,6 +194,13 @@ def run(model_dir: str, plan: dict, out: Path) -> dict:
             result["scenarios"][name] = {"rows": rows, "wall_s": round(time.monotonic() - t0, 3)}
         if example is not None:
             result["example"] = _run_example(example, omni, out, plan["texts"][0])
+        if extra:
+            t0 = time.monotonic()
+            try:
+                result["worker"] = _worker_checks(omni, build, plan["texts"], plan)
+            except Exception as exc:  # recorded for the worker checks only
+                result["worker"] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+            result["worker"]["wall_s"] = round(time.monotonic() - t0, 3)
     except Exception as exc:  # recorded for the check that needs it
         result["error"] = f"{type(exc).__name__}: {exc}"
         result["traceback"] = traceback.format_exc()

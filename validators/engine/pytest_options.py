@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 TIERS = ("harness", "offline", "server")
+# omnitts's worker extension, mixed into the engine's workers (``worker_extension_cls``) for the in-worker checks
+WORKER_EXTENSION = "omnitts.validators.engine.worker_ext.OmnittsWorkerExtension"
 ENGINE_MARK = "omnitts_engine"  # @pytest.mark.omnitts_engine("offline", "server"): the tiers a check runs in
 
 # Texts of the engine plan: distinct lengths and characters; the last two share a prefix.
@@ -27,6 +29,8 @@ TEXTS = (
     "Four: the last text, with digits 0123.",
     "Four: the last text, with digits 4567.",
 )
+# A request long enough to be aborted (offline) or left (server) while it still streams.
+LONG_TEXT = "A long sentence that streams for many steps, so that it can be aborted while it still speaks, twice over."
 
 
 def pytest_addoption(parser):
@@ -94,6 +98,10 @@ class EngineModel:
                 # Compositions: all at once, reversed, and with a duplicate (same text twice in one batch).
                 "batches": [texts[:4], list(reversed(texts)), [texts[0], texts[2], texts[0], texts[4]]],
                 "stage_init_timeout": int(self.timeout),
+                # I5/I3 inside the workers (validators/engine/worker_ext.py), after the scenarios
+                "worker_extension_cls": WORKER_EXTENSION,
+                "long_text": LONG_TEXT,
+                "sequential": 100,
             }
             example = self.tree / "examples" / "offline_inference" / "text_to_speech" / self.model / "end2end.py"
             if example.is_file():
@@ -105,7 +113,7 @@ class EngineModel:
         from omnitts.validators.engine.runtime import Server
 
         if self.server is None:
-            self.server = Server(self.env, self.model_dir, self.work / "server.log")
+            self.server = Server(self.env, self.model_dir, self.work / "server.log", worker_extension=WORKER_EXTENSION)
             self.server.start(timeout=self.timeout)
         return self.server
 

@@ -218,14 +218,20 @@ def free_port() -> int:
 
 @dataclass
 class Server:
-    """``vllm-omni serve DIR --omni`` of the tree, on 127.0.0.1 and a free port; ``stop()`` always ends it."""
+    """``vllm-omni serve DIR --omni`` of the tree, on 127.0.0.1 and a free port; ``stop()`` always ends it.
+
+    With ``worker_extension`` the engine's workers get that class (``--worker-extension-cls``) and the server
+    vLLM's development endpoints (``VLLM_SERVER_DEV_MODE=1``, bound to 127.0.0.1 only), so that the test reaches
+    the workers through ``POST /collective_rpc`` (:meth:`rpc`); its ``omnitts_install`` runs before any request."""
 
     env: EngineEnv
     model_dir: Path
     log: Path
+    worker_extension: str | None = None
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
     startup_s: float | None = None
+    installed: list | None = None
 
     @property
     def url(self) -> str:
@@ -245,13 +251,17 @@ class Server:
             str(self.port),
             *self.env.placement.serve_args(),
         ]
+        env = self.env.env()
+        if self.worker_extension:
+            cmd += ["--worker-extension-cls", self.worker_extension]
+            env["VLLM_SERVER_DEV_MODE"] = "1"
         self.log.parent.mkdir(parents=True, exist_ok=True)
         fh = self.log.open("w")
         started = time.monotonic()
         # Own process group: stop() ends the server and every engine process it spawned.
         self.proc = subprocess.Popen(
             cmd,
-            env=self.env.env(),
+            env=env,
             stdout=fh,
             stderr=subprocess.STDOUT,
             cwd=str(self.log.parent),
@@ -265,10 +275,23 @@ class Server:
                 with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
                     if resp.status == 200:
                         self.startup_s = round(time.monotonic() - started, 2)
+                        if self.worker_extension:
+                            self.installed = self.rpc("omnitts_install")
                         return self
             time.sleep(1.0)
         self.stop()
         raise EngineError(f"vllm-omni serve not healthy after {timeout:.0f} s:\n{_tail(self.log.read_text())}")
+
+    def rpc(self, method: str, *, timeout: float = 120) -> list:
+        """``method`` of the worker extension on every worker (vLLM's ``POST /collective_rpc``): one result per
+        worker, stage by stage."""
+        status, _, body = http("POST", self.url + "/collective_rpc", {"method": method, "timeout": timeout})
+        if status != 200:
+            raise EngineError(f"POST /collective_rpc {method}: HTTP {status}: {body[:300]!r}")
+        results = []
+        for stage in json.loads(body)["results"]:
+            results.extend(stage if isinstance(stage, list) else [stage])
+        return results
 
     def stop(self, *, grace: float = 20) -> None:
         if self.proc is None or self.proc.poll() is not None:

@@ -80,8 +80,13 @@ def containers(models: list) -> list[Container]:
 
 def holders(models: list, ids: dict[str, str]) -> list[str]:
     """Containers whose keys mention a request id; ``ids`` maps id -> description (e.g. 'scheduler id of req-1')."""
+    return holders_in(containers(models), ids)
+
+
+def holders_in(found_containers: list[Container], ids: dict[str, str]) -> list[str]:
+    """:func:`holders` over containers already listed (the engine tier lists them inside the worker)."""
     found = []
-    for c in containers(models):
+    for c in found_containers:
         for k in c.keys:
             for rid, desc in ids.items():
                 if rid == k or (len(rid) > 6 and rid in k):
@@ -90,7 +95,11 @@ def holders(models: list, ids: dict[str, str]) -> list[str]:
 
 
 def footprint(models: list) -> dict[str, tuple[int, int]]:
-    return {c.path: (c.size, c.nbytes) for c in containers(models)}
+    return footprint_of(containers(models))
+
+
+def footprint_of(found_containers: list[Container]) -> dict[str, tuple[int, int]]:
+    return {c.path: (c.size, c.nbytes) for c in found_containers}
 
 
 def growth(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> list[str]:

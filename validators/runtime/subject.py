@@ -7,6 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+#: Host syncs a model may do per request and steady-state step, the default I3 budget of both tiers (the harness's
+#: subject and the engine tier's in-worker check): none. A sync the model must keep carries the static rules'
+#: suppression ``# omnitts: ignore[OMNI-I3-...] reason`` (reported, not counted).
+SYNC_BUDGET_PER_REQUEST_STEP = 0
+
 
 @dataclass
 class StageSpec:
@@ -62,7 +67,7 @@ class RuntimeSubject:
     max_num_seqs: tuple[int | None, ...] = (None, None)
     # host syncs a correct model may do per request and steady-state step (e.g. a generator reading its stop
     # flags back once per chunk); the I3 budget is this times the batch size
-    sync_budget_per_request_step: int = 0
+    sync_budget_per_request_step: int = SYNC_BUDGET_PER_REQUEST_STEP
     # a harness variation: run the output consolidation of another era (e.g. "0.14", audio kept as a list)
     consolidation_era: str | None = None
     graph_step: Callable | None = None  # optional: builds (fn, args) for the CUDA-graph check
