@@ -76,7 +76,7 @@ def test_the_doc_section_replaces_itself_and_keeps_the_harness_matrix(em, tmp_pa
         "harness": {"verdict": "PASS", "says": ""},
         "engine": {"verdict": "PASS", "says": ""},
     }
-    meta = {"when": "now", "machine": "m", "wall_s": 1.0, "tiers": ["harness", "offline"]}
+    meta = {"when": "now", "machine": "m", "sessions": 2, "session_wall_s": 1.0}
     em.write_doc(doc, [row], meta)
     em.write_doc(doc, [row], meta)
     text = doc.read_text()
