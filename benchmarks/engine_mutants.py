@@ -211,6 +211,7 @@ def read_run(out: Path) -> dict | None:
         "pytest": summary,
         "results": model.get("results", {}),
         "failures": model.get("failures", {}),
+        "metrics": model.get("metrics", {}),
     }
 
 
@@ -365,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         for tier in runs:
             key = "engine" if tier == "offline" else tier
             row[key] = verdict(subject, runs[tier])
-            row[f"{key}_run"] = {k: v for k, v in runs[tier].items() if k != "failures"}
+            row[f"{key}_run"] = {k: v for k, v in runs[tier].items() if k not in ("failures", "metrics")}
         if "offline" in runs and _pending(subject, runs["offline"]):
             row["engine"]["verdict"] = "pending worker checks (" + row["engine"]["verdict"] + ")"
         verdicts = " | ".join(f"{k}: {row[k]['verdict']}" for k in ("harness", "engine") if k in row)
