@@ -38,7 +38,8 @@ FEASIBILITY: dict[str, str] = {
     "audio8_tts": "async-chunk hand-over only (no sync_process_input_func: the CPU stall) and the codec decoder "
     "torch.loads a codec checkpoint from the model directory (hub download when absent)",
     "ming_tts": "most feasible next (sync hand-over llm2audio_vae, eager CFM fallback, CAM++ only for a speaker "
-    "waveform); needs a dense llm_config builder and a tokenizer with constants.py's hard-coded Qwen2 ids",
+    "waveform) but not tiny: validate_ming_tts_config pins hidden 896, vocab 151936, DiT 1024; needs a dense "
+    "llm_config builder and a tokenizer with constants.py's hard-coded Qwen2 ids",
 }
 
 # Text-side special tokens of the tiny Qwen3-TTS: ids right after the 256 byte tokens.
