@@ -164,7 +164,10 @@ def main(argv: list[str] | None = None) -> int:
         + ("every mutant is caught by its target check and every correct model passes." if ok else "see rows above."),
         "",
     ]
-    Path(args.doc).write_text("\n".join(md))
+    doc = Path(args.doc)
+    # The "Engine tier" section is written by benchmarks/engine_mutants.py; keep it.
+    kept = doc.read_text().partition("\n## Engine tier\n") if doc.is_file() else ("", "", "")
+    doc.write_text("\n".join(md) + (f"\n## Engine tier\n{kept[2]}" if kept[1] else ""))
     print("\n".join(md))
     return 0 if ok else 1
 

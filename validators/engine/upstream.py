@@ -33,6 +33,13 @@ FEASIBILITY: dict[str, str] = {
     "model's semantic-token vocabulary; two stages",
     "omnivoice": "diffusion stage; loads the Higgs audio tokenizer with from_pretrained",
     "glm_tts": "needs a Whisper speech-tokenizer checkpoint (voice_clone.py: WhisperConfig.from_pretrained)",
+    "breeze_tts_2": "not on this CPU engine: __init__ raises unless async_chunk=True (the hand-over that stalls on "
+    "CPU) and the text encoder captures a torch.cuda.CUDAGraph with no eager fallback",
+    "audio8_tts": "async-chunk hand-over only (no sync_process_input_func: the CPU stall) and the codec decoder "
+    "torch.loads a codec checkpoint from the model directory (hub download when absent)",
+    "ming_tts": "most feasible next (sync hand-over llm2audio_vae, eager CFM fallback, CAM++ only for a speaker "
+    "waveform) but not tiny: validate_ming_tts_config pins hidden 896, vocab 151936, DiT 1024; needs a dense "
+    "llm_config builder and a tokenizer with constants.py's hard-coded Qwen2 ids",
 }
 
 # Text-side special tokens of the tiny Qwen3-TTS: ids right after the 256 byte tokens.
