@@ -44,13 +44,17 @@ class {{ cookiecutter.camel }}FlowHead(nn.Module):
         self.register_buffer("noise", noise, persistent=False)
 
     def velocity(self, x: torch.Tensor, t: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
-        temb = timestep_embedding(t, self.time_dim).expand(x.shape[0], -1)
+        # The embedding is computed in float32; the head runs in the engine's dtype (vLLM loads a float32
+        # checkpoint in bfloat16 by default), so cast it before it meets the weights.
+        temb = timestep_embedding(t, self.time_dim).to(x.dtype).expand(x.shape[0], -1)
         h = F.silu(self.in_proj(torch.cat([x, cond, temb], dim=-1)))
         return self.out_proj(F.silu(self.mid_proj(h)))
 
     def solve(self, cond: torch.Tensor, frame_idx: torch.Tensor) -> torch.Tensor:
         """Euler integration from the noise of frame ``frame_idx`` (``[B]``, on the device) to the latent patch."""
-        x = self.noise[frame_idx.clamp(max=self.noise.shape[0] - 1)].to(cond.dtype)
+        dtype = self.in_proj.weight.dtype
+        cond = cond.to(dtype)
+        x = self.noise[frame_idx.clamp(max=self.noise.shape[0] - 1)].to(dtype)
         for i in range(self.t_span.shape[0] - 1):
             t = self.t_span[i]
             dt = self.t_span[i + 1] - self.t_span[i]
