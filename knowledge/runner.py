@@ -18,12 +18,16 @@ relative to the release tree; docs/validators.md has the table):
 * async-chunk stage input processor: ``chunk_transfer_adapter.py`` (``distributed/omni_connectors/
   transfer_adapter/``) calls it with keyword arguments only; the step's payload goes under ``pooling_output``
   up to 0.22 and ``multimodal_output`` from 0.24 (``chunk_processor_kwargs(tree)`` reads the call from a tree).
+  What it must return: a plain dict (``payload_data.get("meta")``) up to 0.20; from 0.22 an ``OmniPayloadStruct``
+  (``vllm_omni/data_entry_keys.py``, msgspec structs: ``codes=CodesStruct(audio=<1-D long tensor>)``,
+  ``meta=MetaStruct(...)``), whose ``.meta`` the adapter sets as an attribute, so a dict fails there
+  (``chunk_payload_struct(tree)`` reads the adapter's annotation of the processor).
 * consolidation: which era of ``OmniRequestState._consolidate_multimodal_tensors`` the release runs
   (``omnitts.validators.runtime.consolidation`` re-implements each era).
 
 API: ``contract_for(version_or_tree, model_runner=None)`` -> :class:`RunnerContract`;
 ``consolidation_era(version)``; ``preprocess_id_keys(tree)``, ``chunk_processor_kwargs(tree)`` and
-``chunk_payload_kwarg(tree)`` (read from the tree's files).
+``chunk_payload_kwarg(tree)``, ``chunk_payload_struct(tree)`` (read from the tree's files).
 This module is the one place that compares release numbers (``_row``).
 """
 
@@ -59,6 +63,8 @@ class _Row:
     has_model_runner_v2: bool = False
     # keyword under which chunk_transfer_adapter passes the step's payload to the async-chunk processor
     chunk_payload_kwarg: str = _PO
+    # the async-chunk processor returns an OmniPayloadStruct (0.22+), not a dict
+    chunk_payload_struct: bool = False
 
 
 # One row per release; a version between two rows behaves as the row below it (0.23.1 -> 0.22).
@@ -67,12 +73,27 @@ _TABLE: dict[tuple[int, int], _Row] = {
     (0, 16): _Row(None, (_RAI,), False, False, False, False, "0.14"),
     (0, 18): _Row(None, (_MIB, _RAI), False, False, False, False, "0.18"),
     (0, 20): _Row("request_id", (_MIB, _RAI), True, False, False, False, "0.20"),
-    (0, 22): _Row("request_id", (_MIB, _RAI), True, False, True, False, "0.20"),
-    (0, 24): _Row("request_id", (_MIB, _RAI), True, True, True, False, "0.24", chunk_payload_kwarg=_MMO),
-    (0, 26): _Row("request_id", (_MIB, _RAI), True, True, True, False, "0.26", chunk_payload_kwarg=_MMO),
-    (0, 28): _Row("request_id", (_MIB, _RAI), True, True, True, True, "0.26", chunk_payload_kwarg=_MMO),
+    (0, 22): _Row("request_id", (_MIB, _RAI), True, False, True, False, "0.20", chunk_payload_struct=True),
+    (0, 24): _Row(
+        "request_id", (_MIB, _RAI), True, True, True, False, "0.24", chunk_payload_kwarg=_MMO, chunk_payload_struct=True
+    ),
+    (0, 26): _Row(
+        "request_id", (_MIB, _RAI), True, True, True, False, "0.26", chunk_payload_kwarg=_MMO, chunk_payload_struct=True
+    ),
+    (0, 28): _Row(
+        "request_id", (_MIB, _RAI), True, True, True, True, "0.26", chunk_payload_kwarg=_MMO, chunk_payload_struct=True
+    ),
     (0, 30): _Row(
-        "request_id", (_MIB, _RAI), True, True, True, True, "0.30", has_model_runner_v2=True, chunk_payload_kwarg=_MMO
+        "request_id",
+        (_MIB, _RAI),
+        True,
+        True,
+        True,
+        True,
+        "0.30",
+        has_model_runner_v2=True,
+        chunk_payload_kwarg=_MMO,
+        chunk_payload_struct=True,
     ),
 }
 
@@ -107,6 +128,8 @@ class RunnerContract:
     model_runner: str = "v1"
     # the async-chunk processor is called as f(transfer_manager=, <chunk_payload_kwarg>=, request=, is_finished=)
     chunk_payload_kwarg: str = _PO
+    # ... and returns an OmniPayloadStruct (vllm_omni.data_entry_keys; 0.22+) or None; before 0.22 a dict or None
+    chunk_payload_struct: bool = False
 
 
 def consolidation_era(version: str) -> str:
@@ -136,6 +159,7 @@ def contract_for(version_or_tree: str | Path | None, model_runner: str | None = 
         consolidation_era=row.consolidation_era,
         model_runner=runner,
         chunk_payload_kwarg=row.chunk_payload_kwarg,
+        chunk_payload_struct=row.chunk_payload_struct,
     )
 
 
@@ -178,6 +202,28 @@ def chunk_payload_kwarg(root: Path) -> str | None:
     names = chunk_processor_kwargs(root) or ()
     payload = [n for n in names if n.endswith("_output")]
     return payload[0] if len(payload) == 1 else None
+
+
+PAYLOAD_STRUCT = "OmniPayloadStruct"  # vllm_omni/data_entry_keys.py, 0.22+
+
+
+def chunk_payload_struct(root: Path) -> bool | None:
+    """True where the tree's chunk transfer adapter declares the async-chunk processor as returning an
+    ``OmniPayloadStruct`` (``self.custom_process_next_stage_input_func: Callable[..., OmniPayloadStruct | None]``,
+    0.22+: it then sets ``payload_data.meta`` as an attribute, which a dict does not have); False where it declares
+    no such return (0.20 reads the result with ``payload_data.get``); None where the tree has no chunk transfer
+    adapter."""
+    source = L.read_text(Path(root) / CHUNK_ADAPTER)
+    if not source:
+        return None
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Attribute)
+            and node.target.attr == "custom_process_next_stage_input_func"
+        ):
+            return PAYLOAD_STRUCT in ast.unparse(node.annotation)
+    return False
 
 
 @dataclass(frozen=True)

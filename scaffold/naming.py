@@ -168,6 +168,7 @@ def template_context(
     license_header: str = DEFAULT_LICENSE_HEADER,
     flat_request_output: bool = True,
     chunk_payload_kwarg: str = "pooling_output",
+    chunk_payload_struct: bool = False,
 ) -> dict[str, str]:
     """The cookiecutter context every template receives (docs/architecture.md lists the keys)."""
     standalone = target == "standalone"
@@ -197,6 +198,9 @@ def template_context(
         # The async-chunk processor's payload parameter: the keyword the release's chunk transfer adapter passes
         # (`pooling_output` to 0.22, the reference models' 0.20 runner; `multimodal_output` from 0.24).
         "chunk_payload_kwarg": chunk_payload_kwarg,
+        # "1" where the async-chunk processor returns vllm_omni.data_entry_keys.OmniPayloadStruct (0.22+), "" where
+        # it returns a dict (to 0.20, the reference models' runner).
+        "chunk_payload_struct": "1" if chunk_payload_struct else "",
         "license_header": license_header,
         # Defaults of the generated tiny model (its config class); the contributor replaces them.
         "sample_rate": str(TINY_MODEL_SAMPLE_RATE),

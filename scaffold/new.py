@@ -142,6 +142,7 @@ def plan_new(
         request_id_keys=profile.request_id_keys,
         flat_request_output=profile.flat_request_output,
         chunk_payload_kwarg=profile.chunk_payload_kwarg,
+        chunk_payload_struct=profile.chunk_payload_struct,
     )
     _refuse_taken_names(profile, names)
     registry = (

@@ -18,7 +18,7 @@ from omnitts.knowledge.eras.five_point import FivePoint
 from omnitts.knowledge.eras.hybrid import Hybrid
 from omnitts.knowledge.eras.legacy import LegacyStageConfigs
 from omnitts.knowledge.errors import TreeError
-from omnitts.knowledge.runner import chunk_payload_kwarg, contract_for, preprocess_id_keys
+from omnitts.knowledge.runner import chunk_payload_kwarg, chunk_payload_struct, contract_for, preprocess_id_keys
 
 ERAS: tuple[Era, ...] = (LegacyStageConfigs(), FivePoint(), Hybrid(), AdapterOnly())
 _NAMED = [f"{e.title} ({e.releases})" for e in ERAS]
@@ -62,6 +62,9 @@ class LayoutProfile:
     # The keyword chunk_transfer_adapter passes the step's payload under to the async-chunk stage input processor
     # (`pooling_output` to 0.22, `multimodal_output` from 0.24), read from the adapter's call.
     chunk_payload_kwarg: str = "pooling_output"
+    # The async-chunk stage input processor returns an OmniPayloadStruct (0.22+) rather than a dict (to 0.20), read
+    # from the adapter's annotation of the processor.
+    chunk_payload_struct: bool = False
 
     @property
     def points(self) -> tuple[Point, ...]:
@@ -119,6 +122,11 @@ def _flat_request_output(root: Path) -> bool:
     return False
 
 
+def _or(read: bool | None, default: bool) -> bool:
+    """A fact read from the tree's files, else the release table's (a tree without the file)."""
+    return default if read is None else read
+
+
 def detect_profile(root: Path) -> LayoutProfile:
     """Detect the layout era of the vLLM-Omni tree at ``root``; refuse what is not a tree or not supported."""
     root = Path(root).resolve()
@@ -145,6 +153,7 @@ def detect_profile(root: Path) -> LayoutProfile:
         ),
         flat_request_output=_flat_request_output(root),
         chunk_payload_kwarg=chunk_payload_kwarg(root) or contract_for(version).chunk_payload_kwarg,
+        chunk_payload_struct=_or(chunk_payload_struct(root), contract_for(version).chunk_payload_struct),
     )
 
 

@@ -57,6 +57,9 @@ _METHODS = Environment(undefined=StrictUndefined, keep_trailing_newline=True).fr
         """Validate a {{ camel }} request. Returns an error message or None."""
         if not request.input or not request.input.strip():
             return "Input text cannot be empty"
+        # The voices the model offers; any other `voice` gets a 400 rather than audio in a voice nobody asked for.
+        if request.voice is not None and request.voice.lower() not in {"default"}:
+            return f"Invalid voice '{request.voice}'. Supported: default"
 {%- if voice_cloning %}
         if request.ref_audio is not None:
             fmt_err = self._validate_ref_audio_format(request.ref_audio)

@@ -374,13 +374,8 @@ def test_probe_against_the_real_server_tier(tmp_path_factory, engine_python):
     print((out / "report.md").read_text())
     assert set(summary) == {c for c, _, _ in Probe.STEPS}
     failed = {check: message for check, (ok, message) in summary.items() if not ok}
-    # A real bug the probe found in the scaffold's output (0.30.0, measured): the generated serving adapter ignores
-    # `voice`, so an unknown voice is answered 200 with audio instead of a 4xx (vLLM-Omni's own adapters, e.g.
-    # voxcpm2's, refuse it). Until templates/shared_adapter/tts_adapter.py.j2 validates the voice, that is the one
-    # failure allowed here, and it must be reported exactly so; everything else must pass.
-    known = "unknown voice: expected a 4xx, got HTTP 200 (audio/wav"
-    if "server.bad_requests" in failed and failed["server.bad_requests"].startswith(known):
-        assert ";" not in failed.pop("server.bad_requests"), summary  # the unknown voice is its only problem
+    # The probe once found that the generated adapter answered an unknown voice with 200 and audio; the templates
+    # refuse it now (tests/scaffold/test_unknown_voice.py), so every check must pass.
     assert not failed, summary
     formats = by_check(report)["server.response_formats"]["details"]["formats"]
     assert set(formats) == {"wav", "pcm", "flac", "mp3", "opus"}  # the 0.30.0 schema's Literal, from /openapi.json

@@ -51,7 +51,14 @@ def test_vllm_omni_render_passes_vllm_omni_ruff(pattern, name, keys, tmp_path):
     for pkg in (tmp_path / "vllm_omni", out, out / "models", out / "stage_input_processors"):
         pkg.mkdir(parents=True, exist_ok=True)
         (pkg / "__init__.py").write_text("")
-    ctx = template_context(make_names(name, pattern), target="vllm_omni", request_id_keys=keys)
+    newest = "req_id" in keys  # render the way a 0.30 tree asks for (its processor keyword and return type)
+    ctx = template_context(
+        make_names(name, pattern),
+        target="vllm_omni",
+        request_id_keys=keys,
+        chunk_payload_kwarg="multimodal_output" if newest else "pooling_output",
+        chunk_payload_struct=newest,
+    )
     render_references.render(pattern, ctx, out)
     for args in (["check"], ["format", "--check", "--diff"]):
         proc = subprocess.run(

@@ -227,6 +227,44 @@ def talker2code2wav_async_chunk(transfer_manager, pooling_output, request, is_fi
     return {"codes": {"audio": flat}, "meta": {"left_context_size": ctx, "finished": torch.tensor(bool(is_finished))}}
 
 
+class _Struct:
+    """Stand-in for a msgspec struct of ``vllm_omni/data_entry_keys.py`` (0.22+): keyword-only fields listed in
+    ``__struct_fields__``, unset ones None (the protocol the harness reads; msgspec is not installed here)."""
+
+    __struct_fields__: tuple[str, ...] = ()
+
+    def __init__(self, **fields):
+        unknown = set(fields) - set(self.__struct_fields__)
+        if unknown:
+            raise TypeError(f"unexpected fields {sorted(unknown)}")
+        for name in self.__struct_fields__:
+            setattr(self, name, fields.get(name))
+
+
+class CodesStruct(_Struct):
+    __struct_fields__ = ("audio", "ref")
+
+
+class MetaStruct(_Struct):
+    __struct_fields__ = ("finished", "left_context_size")
+
+
+class OmniPayloadStruct(_Struct):
+    __struct_fields__ = ("codes", "meta")
+
+
+def talker2code2wav_async_chunk_struct(transfer_manager, multimodal_output, request, is_finished=False):
+    """The toy processor for 0.22+ adapters (here with 0.24+'s payload keyword): the same window as an
+    ``OmniPayloadStruct``, codes as a 1-D long tensor."""
+    window = talker2code2wav_async_chunk(transfer_manager, multimodal_output, request, is_finished)
+    if window is None:
+        return None
+    return OmniPayloadStruct(
+        codes=CodesStruct(audio=torch.tensor(window["codes"]["audio"], dtype=torch.long)),
+        meta=MetaStruct(**window["meta"]),
+    )
+
+
 class ToySingleStage(nn.Module):
     """Single-stage generator: one AR stage that emits one audio chunk per step (delta)."""
 

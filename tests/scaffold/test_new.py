@@ -161,21 +161,51 @@ def test_commit_signs_off(work_tree):
     assert _changed(root) == {}
 
 
-@pytest.mark.parametrize("version", ["0.22.0", "0.30.0"])
-def test_two_stage_processor_accepts_the_keywords_of_the_trees_chunk_adapter(work_tree, version):
+def _release_structs(root):
+    """A stand-in ``vllm_omni.data_entry_keys`` module whose payload structs have exactly the fields the release's
+    msgspec structs declare (read from the tree's file with ast): keyword-only, unknown fields refused, unset ones
+    None. msgspec and vLLM are not installed in this tier; the engine tier runs the real ones."""
+    import types
+
+    source = (root / "vllm_omni/data_entry_keys.py").read_text()
+    module = types.ModuleType("vllm_omni.data_entry_keys")
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef) and node.name.endswith("Struct"):
+            fields = tuple(t.target.id for t in node.body if isinstance(t, ast.AnnAssign))
+
+            def init(self, _fields=fields, _name=node.name, **kw):
+                unknown = set(kw) - set(_fields)
+                if unknown:
+                    raise TypeError(f"{_name} has no fields {sorted(unknown)}")
+                for field in _fields:
+                    setattr(self, field, kw.get(field))
+
+            setattr(module, node.name, type(node.name, (), {"__struct_fields__": fields, "__init__": init}))
+    return module
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.22.0", "0.30.0"])
+def test_two_stage_processor_accepts_the_keywords_of_the_trees_chunk_adapter(work_tree, version, monkeypatch):
     """chunk_transfer_adapter calls the async-chunk processor with keyword arguments only, the payload under
-    `pooling_output` (to 0.22) or `multimodal_output` (0.24+): the generated processor must take exactly those."""
+    `pooling_output` (to 0.22) or `multimodal_output` (0.24+): the generated processor must take exactly those.
+    It must return what the adapter reads: a dict (0.20: `payload_data.get`) or, from 0.22, an OmniPayloadStruct
+    (the adapter sets `payload_data.meta`; a dict failed there and the 0.30 engine gave no audio)."""
     import importlib.util
     import inspect
+    import sys
     from types import SimpleNamespace
 
     import torch
 
-    from omnitts.knowledge.runner import CHUNK_ADAPTER, chunk_processor_kwargs
+    from omnitts.knowledge.runner import CHUNK_ADAPTER, chunk_payload_struct, chunk_processor_kwargs, contract_for
 
     root = work_tree(version)
     kwargs = chunk_processor_kwargs(root)  # read from the tree's adapter source
     assert kwargs and "transfer_manager" in kwargs, f"no processor call found in {CHUNK_ADAPTER}"
+    wants_struct = chunk_payload_struct(root)  # read from the tree's adapter source
+    assert wants_struct == contract_for(version).chunk_payload_struct == (version != "0.20.0")
+    if wants_struct:
+        monkeypatch.setitem(sys.modules, "vllm_omni.data_entry_keys", _release_structs(root))
     assert main(["new", "kw_tts", "--pattern", "two-stage", "--target", str(root)]) == 0
     path = root / "vllm_omni/model_executor/stage_input_processors/kw_tts.py"
     spec = importlib.util.spec_from_file_location("kw_tts_processor", path)
@@ -187,6 +217,12 @@ def test_two_stage_processor_accepts_the_keywords_of_the_trees_chunk_adapter(wor
 
     tm = SimpleNamespace(code_prompt_token_ids={"r": []}, connector=SimpleNamespace(config={"extra": {}}))
     request = SimpleNamespace(external_req_id="r", is_finished=lambda: True)
-    call = {"transfer_manager": tm, payload: {"codes": {"audio": torch.tensor([[3, 4]])}}, "request": request}
+    call = {"transfer_manager": tm, payload: {"codes": {"audio": torch.tensor([[3, 4], [5, 6]])}}, "request": request}
     chunk = fn(**call, is_finished=True)
-    assert chunk["codes"]["audio"] == [3, 4]
+    if not wants_struct:
+        assert isinstance(chunk, dict) and chunk["codes"]["audio"] == [3, 5, 4, 6]
+        return
+    assert type(chunk).__name__ == "OmniPayloadStruct", f"{version}: the processor returned {type(chunk).__name__}"
+    audio = chunk.codes.audio
+    assert isinstance(audio, torch.Tensor) and audio.dtype == torch.long and audio.tolist() == [3, 5, 4, 6]
+    assert chunk.meta.left_context_size == 0 and bool(chunk.meta.finished)

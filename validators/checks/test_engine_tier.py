@@ -16,6 +16,7 @@ import pytest
 
 from omnitts.validators import checkids
 from omnitts.validators.engine import audio
+from omnitts.validators.engine.probe import UNKNOWN_VOICE
 
 pytestmark = pytest.mark.usefixtures("omnitts_model")
 
@@ -403,6 +404,7 @@ def test_engine_server_disconnect_frees_state(engine, record):
 BAD_REQUESTS = {
     "empty input": {"input": ""},
     "missing input": {},
+    "unknown voice": {"input": "Hello.", "voice": UNKNOWN_VOICE},
     "unsupported format": {"input": "Hello.", "response_format": "xyz"},
     "streaming a compressed format": {"input": "Hello.", "response_format": "mp3", "stream": True},
     "negative max_new_tokens": {"input": "Hello.", "max_new_tokens": -1},

@@ -19,9 +19,10 @@ It reproduces, at the model boundary, what the release's GPU runners do (0.20.0 
 * stage input processor (``distributed/.../chunk_transfer_adapter.py``): the talker's per-request payload
   (unflattened) goes to ``talker2code2wav_async_chunk(transfer_manager=, <payload>=, request=,
   is_finished=)``, keywords only, the payload under the release's keyword (``pooling_output`` to 0.22,
-  ``multimodal_output`` from 0.24: ``RunnerContract.chunk_payload_kwarg``); a returned chunk becomes the
-  decoder request's new ``prompt_token_ids`` and its other keys (``meta`` without ``finished``) its
-  ``additional_information``.
+  ``multimodal_output`` from 0.24: ``RunnerContract.chunk_payload_kwarg``); a returned chunk must be what the
+  release's adapter reads (a dict to 0.20, an ``OmniPayloadStruct`` from 0.22: ``chunk_payload_struct``), else a
+  ``ContractError``; it becomes the decoder request's new ``prompt_token_ids`` and its other keys (``meta``
+  without ``finished``) its ``additional_information``.
 * generation stage (``worker/gpu_generation_model_runner.py``): requests with a ready chunk are batched,
   ``forward`` gets ``seq_token_counts``; chunk infos after the first reach the model only if it has a
   ``has_preprocess`` or ``enable_update_additional_information`` attribute; output lists must hold one

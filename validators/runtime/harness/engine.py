@@ -19,7 +19,12 @@ from omnitts.knowledge.runner import contract_for as profile_for
 from omnitts.validators.runtime.consolidation import EraAccumulator
 from omnitts.validators.runtime.harness.errors import ContractError, ModelError
 from omnitts.validators.runtime.harness.hostcopy import delivered, misplaced, to_host
-from omnitts.validators.runtime.harness.payloads import flatten_payload, unflatten_payload
+from omnitts.validators.runtime.harness.payloads import (
+    flatten_payload,
+    is_payload_struct,
+    struct_to_dict,
+    unflatten_payload,
+)
 from omnitts.validators.runtime.harness.results import RequestResult, RunResult, StepRecord
 from omnitts.validators.runtime.harness.scheduling import Req, sched_id
 from omnitts.validators.runtime.harness.stages import ARStage, GenerationStage, Stage
@@ -369,14 +374,14 @@ class Engine:
             raise ModelError(f"stage input processor {getattr(fn, '__name__', fn)}", exc) from exc
         finally:
             self.model_seconds += time.perf_counter() - t0
-        chunk = self.cross(chunk, f"stage input processor {getattr(fn, '__name__', fn)} (request {ext})")
         if done:
             tm.code_prompt_token_ids.pop(ext, None)
             tm.request_payload.pop(ext, None)
         if chunk is None:
             return
-        if not isinstance(chunk, dict):
-            raise ContractError(f"the async-chunk processor returned {type(chunk).__name__}, expected a dict or None")
+        # read as a dict first (a struct's tensors are then walked too), then as the next stage receives it
+        chunk = self._chunk_dict(chunk, fn)
+        chunk = self.cross(chunk, f"stage input processor {getattr(fn, '__name__', fn)} (request {ext})")
         codes = (chunk.get("codes") or {}).get("audio", [])
         if isinstance(codes, torch.Tensor):
             codes = codes.reshape(-1).tolist()
@@ -396,6 +401,26 @@ class Engine:
         if not codes and not last:
             return
         s1.add_chunk(ids[ext][1], ext, codes, info, last)
+
+    def _chunk_dict(self, chunk: Any, fn) -> dict:
+        """The processor's window as the receiving adapter reads it (a dict), once it has the type the release's
+        chunk transfer adapter needs: an ``OmniPayloadStruct`` from 0.22 (the adapter sets ``payload_data.meta`` as an
+        attribute: a dict fails there, the request then gets no audio), a dict before (read with ``.get``)."""
+        name, version = getattr(fn, "__name__", fn), self.profile.version
+        if self.profile.chunk_payload_struct:
+            if not is_payload_struct(chunk):
+                raise ContractError(
+                    f"the async-chunk processor {name} returned {type(chunk).__name__}; vLLM-Omni {version}'s chunk"
+                    " transfer adapter needs an OmniPayloadStruct or None: return OmniPayloadStruct(codes=CodesStruct("
+                    "audio=<1-D long tensor>), meta=MetaStruct(...)) from vllm_omni.data_entry_keys"
+                )
+            return struct_to_dict(chunk)
+        if not isinstance(chunk, dict):
+            raise ContractError(
+                f"the async-chunk processor {name} returned {type(chunk).__name__}; vLLM-Omni {version}'s chunk"
+                " transfer adapter reads a dict or None ({'codes': {'audio': ...}, 'meta': {...}})"
+            )
+        return chunk
 
 
 def run_scenario(subject: RuntimeSubject, plans: list[RequestPlan], scenario: str = "", **engine_kwargs) -> RunResult:

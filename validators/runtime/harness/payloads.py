@@ -38,6 +38,26 @@ def unflatten_payload(flat: dict) -> dict:
     return out
 
 
+def is_payload_struct(obj: Any) -> bool:
+    """True for a ``vllm_omni.data_entry_keys.OmniPayloadStruct`` (a msgspec struct: ``__struct_fields__``), read by
+    protocol so that the harness needs neither msgspec nor vLLM-Omni."""
+    return type(obj).__name__ == "OmniPayloadStruct" and hasattr(type(obj), "__struct_fields__")
+
+
+def struct_to_dict(obj: Any) -> Any:
+    """What crosses the connector from a msgspec payload struct: its fields that are set (not None), nested structs
+    as dicts (the receiving adapter reads dict keys: ``payload_data.get("codes", {}).get("audio")``)."""
+    fields = getattr(type(obj), "__struct_fields__", None)
+    if fields is None:
+        return obj
+    out = {}
+    for name in fields:
+        value = getattr(obj, name)
+        if value is not None:
+            out[name] = struct_to_dict(value)
+    return out
+
+
 def payload_element(element: Any, idx: int, start: int, end: int, seq_len: int | None) -> Any:
     """Request ``idx``'s share of one batch output: token-aligned tensors sliced, lists indexed, others shared."""
     if seq_len is not None and isinstance(element, torch.Tensor) and element.dim() > 0 and element.shape[0] == seq_len:

@@ -9,6 +9,10 @@ Stage 1 receives codebook-major flat codes (``[K * F]``) as its prompt token ids
 from typing import Any
 
 import torch
+{%- if cookiecutter.chunk_payload_struct %}
+
+from vllm_omni.data_entry_keys import CodesStruct, MetaStruct, OmniPayloadStruct
+{%- endif %}
 
 
 def _valid_frames(codes: Any) -> list[list[int]]:
@@ -51,13 +55,20 @@ def talker2code2wav_async_chunk(
     {{ cookiecutter.chunk_payload_kwarg }}: dict[str, Any] | None,
     request: Any,
     is_finished: bool = False,
+{%- if cookiecutter.chunk_payload_struct %}
+) -> OmniPayloadStruct | None:
+{%- else %}
 ) -> dict[str, Any] | None:
+{%- endif %}
     """With async chunk: accumulate the request's frames and emit a window every ``codec_chunk_frames`` new frames.
 
     A window holds the new frames preceded by up to ``codec_left_context_frames`` already-emitted frames of context
     (both read from the connector's ``extra`` config); whatever is left goes out when the request finishes, with
     ``meta.finished`` set. Returns ``None`` while no window is due. The release's chunk transfer adapter calls this
     with keyword arguments, the payload under ``{{ cookiecutter.chunk_payload_kwarg }}``.
+{%- if cookiecutter.chunk_payload_struct %} A window is an ``OmniPayloadStruct``
+    (codes as a 1-D long tensor), not a dict: the adapter sets its ``.meta`` as an attribute.
+{%- endif %}
     """
     request_id = request.external_req_id
     finished = bool(is_finished or request.is_finished())
@@ -89,7 +100,14 @@ def talker2code2wav_async_chunk(
         return None
     context = min(left_context_frames, start) if count else 0
     window = frames[start - context : start + count]
+{%- if cookiecutter.chunk_payload_struct %}
+    return OmniPayloadStruct(
+        codes=CodesStruct(audio=torch.tensor(_codebook_major(window), dtype=torch.long)),
+        meta=MetaStruct(left_context_size=context, finished=torch.tensor(finished, dtype=torch.bool)),
+    )
+{%- else %}
     return {
         "codes": {"audio": _codebook_major(window)},
         "meta": {"left_context_size": context, "finished": torch.tensor(finished, dtype=torch.bool)},
     }
+{%- endif %}

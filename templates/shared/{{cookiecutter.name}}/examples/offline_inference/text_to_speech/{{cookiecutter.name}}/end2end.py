@@ -55,11 +55,13 @@ def completions(output) -> list:
 def main(args) -> None:
     omni = Omni(model=args.model, deploy_config=args.deploy_config, stage_init_timeout=args.stage_init_timeout)
     sampling_params = SamplingParams(temperature=0.0, max_tokens=2048, seed=args.seed, detokenize=False)
+    # Omni takes one SamplingParams per stage: these for the first, the deploy config's defaults for the others.
+    sampling_params_list = [sampling_params, *omni.default_sampling_params_list[1:]]
     output_dir = Path(args.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
 
     inputs = build_request(args.text, args.max_new_tokens)
-    for i, output in enumerate(omni.generate(inputs, sampling_params)):
+    for i, output in enumerate(omni.generate(inputs, sampling_params_list)):
         for j, out in enumerate(completions(output)):
             mm = out.multimodal_output
             if mm is None or mm.get("audio") is None:
