@@ -28,6 +28,8 @@ case "$phase" in
     cat /tmp/carry/part.* > /tmp/carry.tar.xz
     echo "$sha  /tmp/carry.tar.xz" | sha256sum -c - || exit 3
     rm -rf "$SITE" && mkdir -p "$SITE" && tar -xJf /tmp/carry.tar.xz -C "$SITE" || exit 3
+    # the release's own package before the overlay, e.g. for benchmarks/lint_speed.py --tree /tmp/pristine-0.30.0
+    rm -rf /tmp/pristine-0.30.0 && mkdir -p /tmp/pristine-0.30.0 && cp -r "$SITE/vllm_omni" /tmp/pristine-0.30.0/
     tar -xf "$dir/overlay.tar" -C "$SITE" && echo "overlay: $(tar -tf "$dir/overlay.tar" | wc -l) files" ;;
   run)
     OUT="${OUT:?OUT}"
