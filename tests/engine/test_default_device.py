@@ -74,3 +74,21 @@ def test_generated_model_builds_under_cuda_default_device(name):
         # Same seeded weights as a build outside the context: the draws really are the CPU draws.
         for (key, ours), (_, theirs) in zip(model.state_dict().items(), reference.state_dict().items(), strict=True):
             assert torch.equal(ours, theirs), f"{name}.{cls_name}: {key} differs under the default-device context"
+
+
+@pytest.mark.parametrize("name", list(PATTERNS))
+def test_every_tensor_of_the_generated_model_lives_where_it_was_built(name):
+    """vLLM builds the model under ``with torch.device(<device>)`` and loads only the weights: nothing moves a
+    non-persistent buffer made on the CPU afterwards. Found on an H200 (issue 10): the native-ar flow head's
+    ``noise`` buffer stayed on the CPU, and its first CUDA ``frame_idx`` index raised "indices should be either on
+    cpu or on the same device as the indexed tensor". ``meta`` stands in for CUDA here: every parameter and buffer
+    must end up on the context's device."""
+    for module, cls_name in CLASSES[name]:
+        with torch.device("meta"):
+            model = _build(name, module, cls_name)
+        stray = [
+            f"{key} on {tensor.device}"
+            for key, tensor in [*model.named_parameters(), *model.named_buffers()]
+            if tensor.device.type != "meta"
+        ]
+        assert not stray, f"{name}.{cls_name}: tensors left off the build device: {stray}"

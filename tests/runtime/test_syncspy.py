@@ -93,3 +93,14 @@ def test_suppression_comment_is_honoured_and_reported():
     events = spy.report.events
     assert len(events) == 2 and events[0].suppressed and "one read per chunk" in events[0].suppressed
     assert events[1].suppressed is None and spy.report.steps["t"] == 1
+
+
+@pytest.mark.parametrize("name", ["tolist", "cpu", "numpy", "to-cpu-string"])
+def test_a_gpu_runs_host_reads_of_cpu_tensors_are_not_syncs(name):
+    """On a CPU run the host reads stand for the syncs a GPU would make; on a GPU run (spy device "cuda") a CPU
+    tensor's ``.numpy()`` syncs nothing. Seen on an H200 (issue 10): the in-worker I3 check counted one
+    ``Tensor.numpy`` of a host tensor in the engine's own code path and failed the correct single-stage model."""
+    spy = SyncSpy([__file__], device="cuda")
+    with torch.inference_mode(), spy.armed("t"):
+        SYNCS[name]()
+    assert spy.report.total == 0, spy.report.events

@@ -204,12 +204,20 @@ class SyncSpy:
         spy = self
         patches = []
         tensor = torch.Tensor
+        cuda_run = self.device.startswith("cuda")
 
         def wrap(name, predicate=None):
             orig = getattr(tensor, name)
 
             def wrapper(self_t, *args, **kwargs):
-                if spy._depth and self_t.device.type == "cpu" and (predicate is None or predicate(args, kwargs)):
+                # a CPU run's host reads stand for the device->host syncs a GPU run would make; on a GPU run a CPU
+                # tensor's .numpy()/.tolist() syncs nothing (its real syncs come from set_sync_debug_mode)
+                if (
+                    spy._depth
+                    and not cuda_run
+                    and self_t.device.type == "cpu"
+                    and (predicate is None or predicate(args, kwargs))
+                ):
                     spy._record(f"Tensor.{name}", skip=2)
                 return orig(self_t, *args, **kwargs)
 

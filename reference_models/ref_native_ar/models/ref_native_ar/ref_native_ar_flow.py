@@ -39,10 +39,11 @@ class RefNativeArFlowHead(nn.Module):
         self.mid_proj = nn.Linear(config.flow_hidden_size, config.flow_hidden_size)
         self.out_proj = nn.Linear(config.flow_hidden_size, flat)
         self.register_buffer("t_span", torch.linspace(0.0, 1.0, config.flow_steps + 1), persistent=False)
-        # Drawn on the CPU (vLLM may build the model under a CUDA default device) and moved with the module.
+        # Drawn on the CPU (the same noise on every device), then put where the model is built: vLLM builds it under
+        # its device's default-device context and never moves non-persistent buffers (they are not in the weights).
         generator = torch.Generator(device="cpu").manual_seed(config.seed + 2)
         noise = torch.randn(config.max_frames + 1, flat, generator=generator, device="cpu")
-        self.register_buffer("noise", noise, persistent=False)
+        self.register_buffer("noise", noise.to(self.t_span.device), persistent=False)
 
     def velocity(self, x: torch.Tensor, t: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
         # The embedding is computed in float32; the head runs in the engine's dtype (vLLM loads a float32
