@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -112,7 +113,9 @@ class FuncInfo:
     _calls: list[tuple[ast.Call, bool, bool]] | None = None  # (call, in_loop, guarded), built lazily
     _generator: bool | None = None
     text: str | None = None  # source lines of the function (set by ModuleIndex when it has the source)
-    callable_names: object = None  # names an in-file call could use
+    # The ModuleIndex whose textual prefilter says whether an in-file call can be named (a weak reference:
+    # a strong one would make every index a reference cycle, garbage only the cycle collector frees).
+    index_ref: weakref.ref | None = None
     stmt_calls: dict | None = None  # id(statement) -> calls it makes (for walkers that skip cold code)
 
     @property
@@ -122,7 +125,8 @@ class FuncInfo:
     def _scan(self) -> None:
         calls: list[tuple[ast.Call, bool, bool]] = []
         gen = False
-        if self.callable_names is not None and self.text is not None and not self.callable_names(self):
+        index = self.index_ref() if self.index_ref is not None else None
+        if index is not None and self.text is not None and not index._may_call_in_file(self):
             # No in-file callee is named in the body: only the generator flag is needed.
             self._calls = []
             self._generator = "yield" in (self.text or "")
@@ -376,9 +380,10 @@ class ModuleIndex:
         self._hot: tuple[set[str], set[str]] | None = None
         if lines is not None:
             self._plain_names = set(self.module_funcs) | set(self.classes) | {f.name for f in self.functions.values()}
+            ref = weakref.ref(self)
             for f in self.functions.values():
                 f.text = "\n".join(lines[f.node.lineno - 1 : f.node.end_lineno])
-                f.callable_names = self._may_call_in_file
+                f.index_ref = ref
 
     def _may_call_in_file(self, fn: FuncInfo) -> bool:
         """Cheap textual test: can any call in this function resolve to a function of this file?
