@@ -5,6 +5,7 @@ a finding or an error, never swallowed (fail closed)."""
 from __future__ import annotations
 
 import ast
+import gc
 import hashlib
 import io
 import os
@@ -567,11 +568,27 @@ def run_file_rules(items: list[FileItem], facts: TreeFacts, rules, jobs: int, ca
 
 
 class _Pool:
-    """One worker pool for both passes, started on first use (fork: workers inherit the imported rules)."""
+    """One worker pool for both passes, started on first use (fork: workers inherit the imported rules).
+
+    It also keeps the cycle collector off what the run imported: the rule modules and the rest of the
+    heap are frozen (gc.freeze) before the first file is linted or a worker is forked, and unfrozen
+    when the run ends. A full collection then traverses only the files' own objects, and forked
+    workers do not touch (and so copy) the pages they inherited. A host process that freezes its own
+    heap is left alone."""
 
     def __init__(self, jobs: int) -> None:
         self.jobs = jobs
         self._pool = None
+        self._froze = False
+
+    def freeze(self) -> None:
+        if not self._froze and gc.get_freeze_count() == 0:
+            gc.freeze()
+            self._froze = True
+
+    @property
+    def started(self) -> bool:
+        return self._pool is not None
 
     def get(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -584,6 +601,9 @@ class _Pool:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown()
+        if self._froze:
+            gc.unfreeze()
+            self._froze = False
 
 
 def _run_file_rules(items: list[FileItem], facts: TreeFacts, rules, pool: _Pool, cache, background) -> LintResult:
@@ -708,8 +728,10 @@ def _dispatch(
         return
     rules = [r for r in get_rules() if only is None or r.id in only]
     rule_ids = [r.id for r in rules]
+    pool.freeze()
     size = sum(len(it.data) for it, _x in work)
-    if pool.jobs > 1 and len(work) > 1 and size >= PARALLEL_MIN_BYTES:
+    # Small work stays in this process unless the workers are running already (the package pass).
+    if pool.jobs > 1 and len(work) > 1 and (size >= PARALLEL_MIN_BYTES or pool.started):
         chunks = _balanced(work, pool.jobs * 4)
         executor = pool.get()
         futs = [
