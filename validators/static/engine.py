@@ -570,18 +570,27 @@ def run_file_rules(items: list[FileItem], facts: TreeFacts, rules, jobs: int, ca
 class _Pool:
     """One worker pool for both passes, started on first use (fork: workers inherit the imported rules).
 
-    It also keeps the cycle collector off what the run imported: the rule modules and the rest of the
-    heap are frozen (gc.freeze) before the first file is linted or a worker is forked, and unfrozen
-    when the run ends. A full collection then traverses only the files' own objects, and forked
-    workers do not touch (and so copy) the pages they inherited. A host process that freezes its own
-    heap is left alone."""
+    It also keeps the cycle collector out of the way while files are linted (the bare parse of a
+    package spends a fifth of its time in it; a file's trees and analyses hold no reference cycles,
+    reference counting frees them): the rule modules and the rest of the heap are frozen (gc.freeze)
+    before the first file is linted or a worker is forked, so a full collection traverses only the
+    files' own objects and forked workers do not touch (and so copy) the pages they inherited; and a
+    young-generation collection waits for 50,000 new objects instead of 700 (a parsed tree is
+    thousands of objects, none of them garbage). Both are undone when the run ends; a host process
+    that freezes its own heap keeps its freeze."""
+
+    GEN0_THRESHOLD = 50_000
 
     def __init__(self, jobs: int) -> None:
         self.jobs = jobs
         self._pool = None
         self._froze = False
+        self._threshold: tuple[int, ...] | None = None
 
-    def freeze(self) -> None:
+    def quiet_gc(self) -> None:
+        if self._threshold is None:
+            self._threshold = gc.get_threshold()
+            gc.set_threshold(max(self._threshold[0], self.GEN0_THRESHOLD), *self._threshold[1:])
         if not self._froze and gc.get_freeze_count() == 0:
             gc.freeze()
             self._froze = True
@@ -604,6 +613,9 @@ class _Pool:
         if self._froze:
             gc.unfreeze()
             self._froze = False
+        if self._threshold is not None:
+            gc.set_threshold(*self._threshold)
+            self._threshold = None
 
 
 def _run_file_rules(items: list[FileItem], facts: TreeFacts, rules, pool: _Pool, cache, background) -> LintResult:
@@ -728,7 +740,7 @@ def _dispatch(
         return
     rules = [r for r in get_rules() if only is None or r.id in only]
     rule_ids = [r.id for r in rules]
-    pool.freeze()
+    pool.quiet_gc()
     size = sum(len(it.data) for it, _x in work)
     # Small work stays in this process unless the workers are running already (the package pass).
     if pool.jobs > 1 and len(work) > 1 and (size >= PARALLEL_MIN_BYTES or pool.started):

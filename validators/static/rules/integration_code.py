@@ -309,10 +309,11 @@ class Code2Wav(torch.nn.Module):
 
     def check(self, src: SourceFile):
         out: dict[int, object] = {}
-        cands = {f.qualname for f in src.index.functions.values() if _decodes(src.node_text(f.node))}
-        if not cands:
+        # A decoder call in some function is a decoder call in the file's text: most files have none.
+        # Otherwise only the per-step functions are asked (the text test, per function, is the cost).
+        if not _decodes(src.text):
             return
         for fn, hot in per_step_functions(src.index):
-            if fn.qualname in cands:
+            if _decodes(src.node_text(fn.node)):
                 _DeviceWalker(src, fn, hot, out).run()
         yield from sorted(out.values(), key=lambda r: (r.line, r.col))
