@@ -15,7 +15,7 @@ import sys
 import threading
 import tokenize
 import traceback
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -437,12 +437,18 @@ def _lint_source(
     kind = src.kind
     findings: list[Finding] = []
     ran: set[str] = set()
+    mentioned: dict[tuple, bool] = {}  # rules of one invariant share their needles
     for rule in rules:
         if rule.scope != "file" or kind not in rule.kinds:
             continue
         ran.add(rule.id)
-        if rule.needles and not _mentions(rule.needles, text):
-            continue
+        if rule.needles:
+            key = tuple(rule.needles)
+            hit = mentioned.get(key)
+            if hit is None:
+                hit = mentioned[key] = _mentions(key, text)
+            if not hit:
+                continue
         try:
             for rep in rule().check(src):
                 findings.append(to_finding(rule, rep, display, tree))
@@ -467,7 +473,7 @@ def _lint_source(
     if "index" in src.__dict__:  # a model rule built the index: export cross-module per-step calls
         try:
             index = src.index
-            loopy = sorted((f.cls or "", f.name) for f in index.functions.values() if f.text and _LOOPY.search(f.text))
+            loopy = _loopy(index, text)
             outgoing = {"calls": index.outgoing(), "loopy": loopy}
         except RecursionError:
             raise
@@ -502,7 +508,27 @@ def _mentions(needles, text: str) -> bool:
     return loose.search(text) is not None
 
 
-_LOOPY = re.compile(r"\bfor\b|\bwhile\b|\byield\b")
+# `\b(?:for|while|yield)\b`, spelled to start with a character set: the regex engine then skips to the
+# next f/w/y instead of trying three alternatives at every position (four times faster on a package).
+_LOOPY = re.compile(r"[fwy](?<!\w[fwy])(?:(?<=f)or|(?<=w)hile|(?<=y)ield)(?!\w)")
+
+
+def _loopy(index, text: str) -> list[tuple[str, str]]:
+    """(class or "", name) of the functions whose lines hold a loop or a yield: one search of the
+    file's text, then each function's line span (a keyword never spans lines)."""
+    kw: list[int] = []  # 1-based numbers of the lines holding a keyword, ascending
+    line, prev = 1, 0
+    for m in _LOOPY.finditer(text):
+        line += text.count("\n", prev, m.start())
+        prev = m.start()
+        if not kw or kw[-1] != line:
+            kw.append(line)
+    out = []
+    for f in index.functions.values():
+        i = bisect_left(kw, f.node.lineno)
+        if i < len(kw) and kw[i] <= f.node.end_lineno:
+            out.append((f.cls or "", f.name))
+    return sorted(out)
 
 
 def unreadable(display: str, error: str) -> Finding:

@@ -112,7 +112,7 @@ class FuncInfo:
     cls: str | None
     _calls: list[tuple[ast.Call, bool, bool]] | None = None  # (call, in_loop, guarded), built lazily
     _generator: bool | None = None
-    text: str | None = None  # source lines of the function (set by ModuleIndex when it has the source)
+    _text: str | None = None
     # The ModuleIndex whose textual prefilter says whether an in-file call can be named (a weak reference:
     # a strong one would make every index a reference cycle, garbage only the cycle collector frees).
     index_ref: weakref.ref | None = None
@@ -122,6 +122,16 @@ class FuncInfo:
     @property
     def name(self) -> str:
         return self.node.name
+
+    @property
+    def text(self) -> str | None:
+        """Source lines of the function (None when the index has no source); joined on first use."""
+        if self._text is None:
+            index = self.index_ref() if self.index_ref is not None else None
+            if index is None or index._lines is None:
+                return None
+            self._text = "\n".join(index._lines[self.node.lineno - 1 : self.node.end_lineno])
+        return self._text
 
     def _scan(self) -> None:
         index = self.index_ref() if self.index_ref is not None else None
@@ -434,24 +444,59 @@ class Ctx:
     error_path: bool = False  # except handler, raise
 
 
+_DEFS = FUNC_TYPES + (ast.ClassDef,)
+# Statements without nested statement lists.
+_LEAF_STMTS = frozenset(
+    {
+        ast.Assign,
+        ast.AnnAssign,
+        ast.AugAssign,
+        ast.Expr,
+        ast.Return,
+        ast.Raise,
+        ast.Assert,
+        ast.Delete,
+        ast.Pass,
+        ast.Break,
+        ast.Continue,
+        ast.Import,
+        ast.ImportFrom,
+        ast.Global,
+        ast.Nonlocal,
+    }
+)
+
+
 def iter_stmts(body: list[ast.stmt], ctx: Ctx | None = None) -> Iterator[tuple[ast.stmt, Ctx]]:
-    """Statements of a function body (not nested defs) with their loop/guard context."""
-    ctx = ctx or Ctx()
-    for stmt in body:
-        yield stmt, ctx
-        if isinstance(stmt, FUNC_TYPES + (ast.ClassDef,)):
-            continue
-        for block, role in child_blocks(stmt):
-            sub = ctx
-            if role == "loop":
-                sub = Ctx(ctx.loops + 1, ctx.guarded, ctx.error_path)
-            elif role == "then" and is_run_once_test(stmt.test):
-                sub = Ctx(ctx.loops, True, ctx.error_path)
-            elif role == "with" and is_graph_capture(stmt):
-                sub = Ctx(ctx.loops, True, ctx.error_path)
-            elif role == "handler":
-                sub = Ctx(ctx.loops, ctx.guarded, True)
-            yield from iter_stmts(block, sub)
+    """Statements of a function body (not nested defs) with their loop/guard context, in source order
+    (a statement, then the blocks nested in it). One generator with a stack of block iterators: a
+    recursive `yield from` pays for every level on every statement."""
+    stack = [(iter(body), ctx or Ctx())]
+    while stack:
+        it, ctx = stack[-1]
+        for stmt in it:
+            yield stmt, ctx
+            if type(stmt) in _LEAF_STMTS or isinstance(stmt, _DEFS):
+                continue
+            blocks = child_blocks(stmt)
+            if not blocks:
+                continue
+            subs = []
+            for block, role in blocks:
+                sub = ctx
+                if role == "loop":
+                    sub = Ctx(ctx.loops + 1, ctx.guarded, ctx.error_path)
+                elif role == "then" and is_run_once_test(stmt.test):
+                    sub = Ctx(ctx.loops, True, ctx.error_path)
+                elif role == "with" and is_graph_capture(stmt):
+                    sub = Ctx(ctx.loops, True, ctx.error_path)
+                elif role == "handler":
+                    sub = Ctx(ctx.loops, ctx.guarded, True)
+                subs.append((iter(block), sub))
+            stack.extend(reversed(subs))
+            break
+        else:
+            stack.pop()
 
 
 def _cached(fn: ast.AST) -> bool:
@@ -486,7 +531,6 @@ class ModuleIndex:
             self.call_names = self._plain_names | set(self.imports())
             ref = weakref.ref(self)
             for f in self.functions.values():
-                f.text = "\n".join(lines[f.node.lineno - 1 : f.node.end_lineno])
                 f.index_ref = ref
 
     def _may_call_in_file(self, fn: FuncInfo) -> bool:
