@@ -5,6 +5,7 @@ a finding or an error, never swallowed (fail closed)."""
 from __future__ import annotations
 
 import ast
+import gc
 import hashlib
 import io
 import os
@@ -14,7 +15,7 @@ import sys
 import threading
 import tokenize
 import traceback
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -436,12 +437,18 @@ def _lint_source(
     kind = src.kind
     findings: list[Finding] = []
     ran: set[str] = set()
+    mentioned: dict[tuple, bool] = {}  # rules of one invariant share their needles
     for rule in rules:
         if rule.scope != "file" or kind not in rule.kinds:
             continue
         ran.add(rule.id)
-        if rule.needles and not _mentions(rule.needles, text):
-            continue
+        if rule.needles:
+            key = tuple(rule.needles)
+            hit = mentioned.get(key)
+            if hit is None:
+                hit = mentioned[key] = _mentions(key, text)
+            if not hit:
+                continue
         try:
             for rep in rule().check(src):
                 findings.append(to_finding(rule, rep, display, tree))
@@ -466,32 +473,62 @@ def _lint_source(
     if "index" in src.__dict__:  # a model rule built the index: export cross-module per-step calls
         try:
             index = src.index
-            loopy = sorted((f.cls or "", f.name) for f in index.functions.values() if f.text and _LOOPY.search(f.text))
+            loopy = _loopy(index, text)
             outgoing = {"calls": index.outgoing(), "loopy": loopy}
         except RecursionError:
             raise
         except Exception as exc:
             findings.append(meta(display, 1, 1, "OMNI-META-004", f"internal error in the package pass: {exc}"))
+    # The analyses cached on the file (index, class states, walkers' results) refer back to it: drop them
+    # so that reference counting frees this file's tree now, not a later cycle collection (which then
+    # traverses every tree still waiting: the lint paid twice the parse time in the collector).
+    src.__dict__.clear()
     return sorted(set(findings), key=Finding.sort_key), outgoing
 
 
-_LOOSE_NEEDLES: dict[tuple, re.Pattern] = {}
+_LOOSE_NEEDLES: dict[tuple, tuple[re.Pattern, list[list[str]]]] = {}
 
 
 def _mentions(needles, text: str) -> bool:
     """A rule's textual prefilter. Needles are written in canonical spacing (``def forward``, ``id(``);
-    code spelled ``def  forward (`` or ``id (x)`` is the same code and must not skip the rule."""
+    code spelled ``def  forward (`` or ``id (x)`` is the same code and must not skip the rule. The
+    loose pattern only runs when every piece of some needle (split at its spaces and parentheses) is
+    in the text: it cannot match otherwise, and most files mention no needle at all."""
     if any(n in text for n in needles):
         return True
     key = tuple(needles)
-    loose = _LOOSE_NEEDLES.get(key)
-    if loose is None:
+    entry = _LOOSE_NEEDLES.get(key)
+    if entry is None:
         parts = [re.escape(n).replace("\\ ", r"\s+").replace("\\(", r"\s*\(") for n in needles]
-        loose = _LOOSE_NEEDLES[key] = re.compile("|".join(parts))
+        pieces = [[p for p in re.split(r"[ (]", n) if p] for n in needles]
+        entry = _LOOSE_NEEDLES[key] = (re.compile("|".join(parts)), pieces)
+    loose, pieces = entry
+    if not any(all(p in text for p in ps) for ps in pieces):
+        return False
     return loose.search(text) is not None
 
 
-_LOOPY = re.compile(r"\bfor\b|\bwhile\b|\byield\b")
+# `\b(?:for|while|yield)\b`, spelled to start with a character set: the regex engine then skips to the
+# next f/w/y instead of trying three alternatives at every position (four times faster on a package).
+_LOOPY = re.compile(r"[fwy](?<!\w[fwy])(?:(?<=f)or|(?<=w)hile|(?<=y)ield)(?!\w)")
+
+
+def _loopy(index, text: str) -> list[tuple[str, str]]:
+    """(class or "", name) of the functions whose lines hold a loop or a yield: one search of the
+    file's text, then each function's line span (a keyword never spans lines)."""
+    kw: list[int] = []  # 1-based numbers of the lines holding a keyword, ascending
+    line, prev = 1, 0
+    for m in _LOOPY.finditer(text):
+        line += text.count("\n", prev, m.start())
+        prev = m.start()
+        if not kw or kw[-1] != line:
+            kw.append(line)
+    out = []
+    for f in index.functions.values():
+        i = bisect_left(kw, f.node.lineno)
+        if i < len(kw) and kw[i] <= f.node.end_lineno:
+            out.append((f.cls or "", f.name))
+    return sorted(out)
 
 
 def unreadable(display: str, error: str) -> Finding:
@@ -557,11 +594,36 @@ def run_file_rules(items: list[FileItem], facts: TreeFacts, rules, jobs: int, ca
 
 
 class _Pool:
-    """One worker pool for both passes, started on first use (fork: workers inherit the imported rules)."""
+    """One worker pool for both passes, started on first use (fork: workers inherit the imported rules).
+
+    It also keeps the cycle collector out of the way while files are linted (the bare parse of a
+    package spends a fifth of its time in it; a file's trees and analyses hold no reference cycles,
+    reference counting frees them): the rule modules and the rest of the heap are frozen (gc.freeze)
+    before the first file is linted or a worker is forked, so a full collection traverses only the
+    files' own objects and forked workers do not touch (and so copy) the pages they inherited; and a
+    young-generation collection waits for 50,000 new objects instead of 700 (a parsed tree is
+    thousands of objects, none of them garbage). Both are undone when the run ends; a host process
+    that freezes its own heap keeps its freeze."""
+
+    GEN0_THRESHOLD = 50_000
 
     def __init__(self, jobs: int) -> None:
         self.jobs = jobs
         self._pool = None
+        self._froze = False
+        self._threshold: tuple[int, ...] | None = None
+
+    def quiet_gc(self) -> None:
+        if self._threshold is None:
+            self._threshold = gc.get_threshold()
+            gc.set_threshold(max(self._threshold[0], self.GEN0_THRESHOLD), *self._threshold[1:])
+        if not self._froze and gc.get_freeze_count() == 0:
+            gc.freeze()
+            self._froze = True
+
+    @property
+    def started(self) -> bool:
+        return self._pool is not None
 
     def get(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -574,6 +636,12 @@ class _Pool:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown()
+        if self._froze:
+            gc.unfreeze()
+            self._froze = False
+        if self._threshold is not None:
+            gc.set_threshold(*self._threshold)
+            self._threshold = None
 
 
 def _run_file_rules(items: list[FileItem], facts: TreeFacts, rules, pool: _Pool, cache, background) -> LintResult:
@@ -698,8 +766,10 @@ def _dispatch(
         return
     rules = [r for r in get_rules() if only is None or r.id in only]
     rule_ids = [r.id for r in rules]
+    pool.quiet_gc()
     size = sum(len(it.data) for it, _x in work)
-    if pool.jobs > 1 and len(work) > 1 and size >= PARALLEL_MIN_BYTES:
+    # Small work stays in this process unless the workers are running already (the package pass).
+    if pool.jobs > 1 and len(work) > 1 and (size >= PARALLEL_MIN_BYTES or pool.started):
         chunks = _balanced(work, pool.jobs * 4)
         executor = pool.get()
         futs = [

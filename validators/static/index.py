@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -111,34 +112,36 @@ class FuncInfo:
     cls: str | None
     _calls: list[tuple[ast.Call, bool, bool]] | None = None  # (call, in_loop, guarded), built lazily
     _generator: bool | None = None
-    text: str | None = None  # source lines of the function (set by ModuleIndex when it has the source)
-    callable_names: object = None  # names an in-file call could use
+    _text: str | None = None
+    # The ModuleIndex whose textual prefilter says whether an in-file call can be named (a weak reference:
+    # a strong one would make every index a reference cycle, garbage only the cycle collector frees).
+    index_ref: weakref.ref | None = None
     stmt_calls: dict | None = None  # id(statement) -> calls it makes (for walkers that skip cold code)
+    _callees: list | None = None  # ModuleIndex.callees, memoised
 
     @property
     def name(self) -> str:
         return self.node.name
 
+    @property
+    def text(self) -> str | None:
+        """Source lines of the function (None when the index has no source); joined on first use."""
+        if self._text is None:
+            index = self.index_ref() if self.index_ref is not None else None
+            if index is None or index._lines is None:
+                return None
+            self._text = "\n".join(index._lines[self.node.lineno - 1 : self.node.end_lineno])
+        return self._text
+
     def _scan(self) -> None:
-        calls: list[tuple[ast.Call, bool, bool]] = []
-        gen = False
-        if self.callable_names is not None and self.text is not None and not self.callable_names(self):
+        index = self.index_ref() if self.index_ref is not None else None
+        if index is not None and self.text is not None and not index._may_call_in_file(self):
             # No in-file callee is named in the body: only the generator flag is needed.
             self._calls = []
             self._generator = "yield" in (self.text or "")
             self.stmt_calls = {}
             return
-        stmt_calls: dict[int, list[ast.Call]] = {}
-        for stmt, ctx in iter_stmts(self.node.body):
-            for expr in stmt_exprs(stmt):
-                for n, comp in walk_expr(expr):
-                    t = type(n)
-                    if t is ast.Call:
-                        calls.append((n, ctx.loops > 0 or comp, ctx.guarded))
-                        stmt_calls.setdefault(id(stmt), []).append(n)
-                    elif t is ast.Yield or t is ast.YieldFrom:
-                        gen = True
-        self._calls, self._generator, self.stmt_calls = calls, gen, stmt_calls
+        self._calls, self._generator, self.stmt_calls = _scan_calls(self.node.body, index)
 
     @property
     def calls(self) -> list[tuple[ast.Call, bool, bool]]:
@@ -151,6 +154,119 @@ class FuncInfo:
         if self._generator is None:
             self._scan()
         return self._generator
+
+
+_COMP_TYPES = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+_SIMPLE_STMTS = (
+    ast.Assign,
+    ast.AnnAssign,
+    ast.AugAssign,
+    ast.Expr,
+    ast.Return,
+    ast.Raise,
+    ast.Assert,
+    ast.Delete,
+)
+
+
+def _scan_calls(body: list[ast.stmt], index: ModuleIndex | None):
+    """The calls of a function body that a query of the index can resolve (in-file functions and
+    classes, `self`/`cls`/`super()` methods, methods of `self.<attr>`, imported names), in the order
+    `walk_expr` visits them, with (in a loop or comprehension, under a run-once guard); whether the
+    body yields; and the resolvable calls of each statement.
+
+    The hot path of the index (every per-step function is scanned), so: one inline walk, no
+    generators; a simple statement whose source has neither `(` nor `yield` holds no call and no
+    yield and is not walked; calls nothing can resolve (`torch.cat(...)`, `x.view(...)`) are dropped
+    (every reader of `calls` resolves them first)."""
+    calls: list[tuple[ast.Call, bool, bool]] = []
+    stmt_calls: dict[int, list[ast.Call]] = {}
+    gen = False
+    lines = index._lines if index is not None else None
+    names = index.call_names if index is not None else None
+    classes = index.classes if index is not None else None
+    Call, Name, Lambda, DictComp = ast.Call, ast.Name, ast.Lambda, ast.DictComp
+    Yield, YieldFrom = ast.Yield, ast.YieldFrom
+    fields_of = _FIELDS
+    for stmt, ctx in iter_stmts(body):
+        if lines is not None and isinstance(stmt, _SIMPLE_STMTS):
+            first, last = stmt.lineno - 1, stmt.end_lineno
+            if last - first == 1:
+                text = lines[first]
+                if "(" not in text and "yield" not in text:
+                    continue
+            else:
+                span = lines[first:last]
+                if not any("(" in t or "yield" in t for t in span):
+                    continue
+        in_loop = ctx.loops > 0
+        guarded = ctx.guarded
+        mine = None
+        for root in stmt_exprs(stmt):
+            stack = [(root, False)]
+            pop, push = stack.pop, stack.append
+            while stack:
+                n, loop = pop()
+                t = type(n)
+                if t is Call:
+                    if names is None or _resolvable(n.func, names, classes):
+                        calls.append((n, in_loop or loop, guarded))
+                        if mine is None:
+                            mine = stmt_calls[id(stmt)] = []
+                        mine.append(n)
+                elif t is Name:
+                    continue
+                elif t is Lambda:
+                    continue
+                elif t is Yield or t is YieldFrom:
+                    gen = True
+                elif t in _COMP_TYPES:
+                    gens = n.generators
+                    push((gens[0].iter, loop))
+                    for g in gens[1:]:
+                        push((g.iter, True))
+                    for g in gens:
+                        push((g.target, True))
+                        for c in g.ifs:
+                            push((c, True))
+                    if t is DictComp:
+                        push((n.key, True))
+                        push((n.value, True))
+                    else:
+                        push((n.elt, True))
+                    continue
+                fields = fields_of.get(t)
+                if fields is None:
+                    children(n)  # fills the field table for this type
+                    fields = fields_of[t]
+                for f in fields:
+                    v = getattr(n, f, None)
+                    if v is None:
+                        continue
+                    if type(v) is list:
+                        for x in v:
+                            if isinstance(x, ast.AST):
+                                push((x, loop))
+                    elif isinstance(v, ast.AST):
+                        push((v, loop))
+    return calls, gen, stmt_calls
+
+
+def _resolvable(func: ast.AST, names: set[str], classes: dict) -> bool:
+    """Whether ModuleIndex.resolve, resolve_module_call or outgoing can give a call of ``func`` a target."""
+    t = type(func)
+    if t is ast.Name:
+        return func.id in names
+    if t is ast.Attribute:
+        base = func.value
+        bt = type(base)
+        if bt is ast.Name:
+            return base.id in ("self", "cls") or base.id in classes
+        if bt is ast.Attribute:
+            return type(base.value) is ast.Name and base.value.id == "self"
+        if bt is ast.Call:
+            return dotted(base.func) == "super"
+    return False
 
 
 @dataclass
@@ -328,24 +444,59 @@ class Ctx:
     error_path: bool = False  # except handler, raise
 
 
+_DEFS = FUNC_TYPES + (ast.ClassDef,)
+# Statements without nested statement lists.
+_LEAF_STMTS = frozenset(
+    {
+        ast.Assign,
+        ast.AnnAssign,
+        ast.AugAssign,
+        ast.Expr,
+        ast.Return,
+        ast.Raise,
+        ast.Assert,
+        ast.Delete,
+        ast.Pass,
+        ast.Break,
+        ast.Continue,
+        ast.Import,
+        ast.ImportFrom,
+        ast.Global,
+        ast.Nonlocal,
+    }
+)
+
+
 def iter_stmts(body: list[ast.stmt], ctx: Ctx | None = None) -> Iterator[tuple[ast.stmt, Ctx]]:
-    """Statements of a function body (not nested defs) with their loop/guard context."""
-    ctx = ctx or Ctx()
-    for stmt in body:
-        yield stmt, ctx
-        if isinstance(stmt, FUNC_TYPES + (ast.ClassDef,)):
-            continue
-        for block, role in child_blocks(stmt):
-            sub = ctx
-            if role == "loop":
-                sub = Ctx(ctx.loops + 1, ctx.guarded, ctx.error_path)
-            elif role == "then" and is_run_once_test(stmt.test):
-                sub = Ctx(ctx.loops, True, ctx.error_path)
-            elif role == "with" and is_graph_capture(stmt):
-                sub = Ctx(ctx.loops, True, ctx.error_path)
-            elif role == "handler":
-                sub = Ctx(ctx.loops, ctx.guarded, True)
-            yield from iter_stmts(block, sub)
+    """Statements of a function body (not nested defs) with their loop/guard context, in source order
+    (a statement, then the blocks nested in it). One generator with a stack of block iterators: a
+    recursive `yield from` pays for every level on every statement."""
+    stack = [(iter(body), ctx or Ctx())]
+    while stack:
+        it, ctx = stack[-1]
+        for stmt in it:
+            yield stmt, ctx
+            if type(stmt) in _LEAF_STMTS or isinstance(stmt, _DEFS):
+                continue
+            blocks = child_blocks(stmt)
+            if not blocks:
+                continue
+            subs = []
+            for block, role in blocks:
+                sub = ctx
+                if role == "loop":
+                    sub = Ctx(ctx.loops + 1, ctx.guarded, ctx.error_path)
+                elif role == "then" and is_run_once_test(stmt.test):
+                    sub = Ctx(ctx.loops, True, ctx.error_path)
+                elif role == "with" and is_graph_capture(stmt):
+                    sub = Ctx(ctx.loops, True, ctx.error_path)
+                elif role == "handler":
+                    sub = Ctx(ctx.loops, ctx.guarded, True)
+                subs.append((iter(block), sub))
+            stack.extend(reversed(subs))
+            break
+        else:
+            stack.pop()
 
 
 def _cached(fn: ast.AST) -> bool:
@@ -376,9 +527,11 @@ class ModuleIndex:
         self._hot: tuple[set[str], set[str]] | None = None
         if lines is not None:
             self._plain_names = set(self.module_funcs) | set(self.classes) | {f.name for f in self.functions.values()}
+            # Plain names a call can resolve through: in-file functions and classes, imported names.
+            self.call_names = self._plain_names | set(self.imports())
+            ref = weakref.ref(self)
             for f in self.functions.values():
-                f.text = "\n".join(lines[f.node.lineno - 1 : f.node.end_lineno])
-                f.callable_names = self._may_call_in_file
+                f.index_ref = ref
 
     def _may_call_in_file(self, fn: FuncInfo) -> bool:
         """Cheap textual test: can any call in this function resolve to a function of this file?
@@ -497,11 +650,17 @@ class ModuleIndex:
             return self.method(self.attr_class(fn.cls, attr), "forward")
         return None
 
-    def callees(self, fn: FuncInfo) -> Iterator[tuple[FuncInfo, bool, bool]]:
-        for call, in_loop, guarded in fn.calls:
-            target = self.resolve(fn, call) or self.resolve_module_call(fn, call)
-            if target is not None and target is not fn:
-                yield target, in_loop, guarded
+    def callees(self, fn: FuncInfo) -> list[tuple[FuncInfo, bool, bool]]:
+        """(target, in_loop, guarded) of each call that reaches an in-file function (memoised: hotness,
+        the hook closures, the walk order and the walkers' selection all ask for the same functions)."""
+        out = fn._callees
+        if out is None:
+            out = fn._callees = []
+            for call, in_loop, guarded in fn.calls:
+                target = self.resolve(fn, call) or self.resolve_module_call(fn, call)
+                if target is not None and target is not fn:
+                    out.append((target, in_loop, guarded))
+        return out
 
     def _hotness(self) -> tuple[set[str], set[str]]:
         per_step: set[str] = set()

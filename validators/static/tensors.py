@@ -127,7 +127,8 @@ def _is_dtype(node: ast.AST) -> bool:
 def _annotation_kind(ann: ast.AST | None) -> str:
     if ann is None:
         return UNK
-    text = ast.unparse(ann)
+    # `x: torch.Tensor` / `n: int`: a dotted name unparses to itself (ast.unparse is the cost otherwise).
+    text = dotted(ann) or ast.unparse(ann)
     if "Tensor" in text and "list" not in text.lower() and "dict" not in text.lower() and "tuple" not in text.lower():
         return DEV
     words = set(re.findall(r"[A-Za-z_]\w*", text))
@@ -367,6 +368,10 @@ class FlowWalker:
     # Walkers that only act inside hot regions set this: statements outside loops are then not
     # walked, except for their calls (``on_cold_call``) and comprehensions (which are loops).
     cold_fast = False
+    # Walkers whose callbacks can only act on a statement whose source matches this pattern set it (with
+    # ``lines``): the expressions of any other simple statement without a comprehension are not walked
+    # (the environment still follows every assignment).
+    expr_needle: re.Pattern | None = None
 
     def __init__(
         self,
@@ -420,6 +425,15 @@ class FlowWalker:
             last = stmt.lineno if hasattr(stmt, "body") else getattr(stmt, "end_lineno", stmt.lineno)
             if " for " not in "\n".join(self.lines[stmt.lineno - 1 : last]):
                 return  # cold and no comprehension: nothing here runs per element
+        elif (
+            self.expr_needle is not None
+            and self.lines is not None
+            and not hasattr(stmt, "body")
+            and getattr(stmt, "end_lineno", None) is not None  # not a synthetic `while` test
+        ):
+            text = "\n".join(self.lines[stmt.lineno - 1 : stmt.end_lineno])
+            if "for" not in text and not self.expr_needle.search(text):
+                return
         error = ctx.error_path or isinstance(stmt, ast.Raise)
         c = Ctx(ctx.loops, ctx.guarded, error)
         if isinstance(stmt, ast.Assert):

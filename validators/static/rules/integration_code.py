@@ -223,20 +223,35 @@ _DECODE_METHODS = {
 _CODEC_ATTR = re.compile(r"codec|decoder|vocoder|dac|vae|audio_tokenizer|code2wav|token2wav|bigvgan|hifigan", re.I)
 
 
-_SELF_CALLED = re.compile(r"\bself\.(\w+)\s*\(")
-_METHOD_CALLED = re.compile(r"\.(\w+)\s*\(")
+# `.<decode method>(` and `self.<name with a codec word>(` (the word case-insensitive), each spelled to
+# start with a literal so that the regex engine skips to candidates.
+_DECODE_CALL = re.compile(r"\.(?:" + "|".join(sorted(_DECODE_METHODS, key=len, reverse=True)) + r")\s*\(")
+_SELF_CODEC_CALL = re.compile(r"self\.\w*(?i:" + _CODEC_ATTR.pattern + r")\w*\s*\(")
+_CODEC_WORDS = tuple(_CODEC_ATTR.pattern.split("|"))
 
 
 def _decodes(text: str) -> bool:
-    """Cheap textual test: does a function call a decoder (`.decode(`, `self.vocoder(`)?"""
-    if not any(m in _DECODE_METHODS for m in _METHOD_CALLED.findall(text)):
-        return any(_CODEC_ATTR.search(name) for name in _SELF_CALLED.findall(text))
-    return True
+    """Cheap textual test: does a function call a decoder (`.decode(`, `self.vocoder(`)? Substring
+    tests first (a decode method, a codec word), the patterns only where they can match."""
+    if any(m in text for m in ("decode", "vocode", "codes_to_audio", "detokenize_audio")) and _DECODE_CALL.search(text):
+        return True
+    # re.I also folds a few non-ASCII letters (U+0131, U+017F, U+212A) that str.lower() keeps.
+    if text.isascii():
+        low = text.lower()
+        if not any(w in low for w in _CODEC_WORDS):
+            return False
+    for m in _SELF_CODEC_CALL.finditer(text):
+        i = m.start()
+        if i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_"):  # `\bself`
+            return True
+    return False
 
 
 class _DeviceWalker(FlowWalker):
+    expr_needle = _CODEC_ATTR  # a decoder call names its codec/decoder receiver
+
     def __init__(self, src, fn, hot, out):
-        super().__init__(src.index, fn.node, src.index.class_of(fn), hot)
+        super().__init__(src.index, fn.node, src.index.class_of(fn), hot, lines=src.lines)
         self.out, self.qual, self.src = out, fn.qualname, src
 
     def on_expr(self, node, env, ctx: Ctx, in_comp):
@@ -309,10 +324,11 @@ class Code2Wav(torch.nn.Module):
 
     def check(self, src: SourceFile):
         out: dict[int, object] = {}
-        cands = {f.qualname for f in src.index.functions.values() if _decodes(src.node_text(f.node))}
-        if not cands:
+        # A decoder call in some function is a decoder call in the file's text: most files have none.
+        # Otherwise only the per-step functions are asked (the text test, per function, is the cost).
+        if not _decodes(src.text):
             return
         for fn, hot in per_step_functions(src.index):
-            if fn.qualname in cands:
+            if _decodes(src.node_text(fn.node)):
                 _DeviceWalker(src, fn, hot, out).run()
         yield from sorted(out.values(), key=lambda r: (r.line, r.col))
