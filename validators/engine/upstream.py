@@ -45,16 +45,17 @@ FEASIBILITY: dict[str, str] = {
     "(_ensure_codec_loaded reads tied.embedding.modality_embeddings.0.model.* tensors from the model dir's "
     "*.safetensors), so a codec safetensors (RVQ 1024x64 codebooks, fc2, a DAC decoder with hard-coded 1024 hidden) "
     "would have to be written by code; HiggsAudioV3Config is in the tree; the MLP CUDA graph is gated on is_cuda",
-    "cosyvoice3": "needs weight files: the talker torch.loads its LLM weights and code2wav torch.loads flow.pt and "
-    "hift.pt from the model dir (snapshot_download when not local); the text tokenizer is AutoTokenizer of a "
-    "sub-folder; writable by code only by building those state dicts from the tree's classes",
+    "cosyvoice3": "not on this engine env: cosyvoice3.py imports onnxruntime (absent from the engine venv) and its "
+    "construction opens a campplus.onnx speaker model from the model dir (an ONNX file, unconditionally without "
+    "TensorRT); its llm.pt/flow.pt/hift.pt torch.loads sit in load_weights, which load_format=dummy skips",
     "indextts2": "needs a download: the s2mel decoder calls BigVGAN.from_pretrained(vocoder_name) (a hub id) and "
     "torch.loads s2mel/stat checkpoints; BigVGAN and DiT CUDA-graph wrappers",
     "moss_tts": "needs a download: the codec stage builds MOSS-Audio-Tokenizer from codec_model_name_or_path "
     "(default the hub id OpenMOSS-Team/MOSS-Audio-Tokenizer) and loads its weights with a second DefaultModelLoader "
     "(no dummy path); streaming CUDA-graph decoder only with async_chunk",
-    "step_audio2": "needs weight files: token2wav torch.loads flow.pt and hift.pt from the model path "
-    "(snapshot_download when not local)",
+    "step_audio2": "needs files a download brings: token2wav's first use (_ensure_models_loaded) loads the "
+    "speech_tokenizer_v2_25hz.onnx (s3tokenizer), campplus.onnx (onnxruntime), flow.yaml (hyperpyyaml) and "
+    "torch.loads flow.pt/hift.pt from <model>/token2wav (snapshot_download when not local)",
     "auk": "needs checkpoint files at construction: the encoder stage reads auk.safetensors (layer-fusion tensors) "
     "with safe_open, is a Qwen2.5-Omni thinker with its multimodal processor, and stage 1 is an inline diffusion "
     "pipeline (AuKPipeline) with its own weights",
