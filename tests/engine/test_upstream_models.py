@@ -131,11 +131,30 @@ def test_upstream_model_offline_text_reaches_the_model(request, upstream_run):
     # Distinct is not enough where the model is not deterministic: two texts must differ by more than one text
     # differs from itself across runs (batch vs solo), or the difference may be the model's own noise.
     noise = max((d for *_, d in _same_text_diffs(result, out)), default=0.0)
+    close = _texts_within_noise(solo, noise)
+    assert not close, f"I4 ({model}): texts differ no more than one text from itself ({noise:.2e}): " + "; ".join(close)
+
+
+def _texts_within_noise(solo: dict[str, np.ndarray], noise: float) -> list[str]:
+    """Pairs of texts whose outputs differ by no more than ``noise`` (max |diff|)."""
     texts = list(solo)
-    close = [
+    return [
         f"{a!r} vs {b!r}: {np.max(np.abs(solo[a] - solo[b])):.2e}"
         for i, a in enumerate(texts)
         for b in texts[i + 1 :]
         if solo[a].shape == solo[b].shape and np.max(np.abs(solo[a] - solo[b])) <= noise
     ]
-    assert not close, f"I4 ({model}): texts differ no more than one text from itself ({noise:.2e}): " + "; ".join(close)
+
+
+def test_text_effect_check_catches_noise_and_passes_a_text_driven_model():
+    """The noise-floor condition on synthetic outputs (no engine): caught when texts give the same audio (Qwen3-TTS
+    with dummy weights) or differ only by the model's run-to-run noise (Ming-TTS with dummy weights); passes when
+    the texts move the output well beyond that noise."""
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal(1000).astype(np.float32)
+    texts = ["a", "b", "c"]
+    assert _texts_within_noise({t: base.copy() for t in texts}, 0.0)  # identical outputs, deterministic model
+    jitter = {t: base + rng.uniform(-1e-3, 1e-3, base.size).astype(np.float32) for t in texts}
+    assert _texts_within_noise(jitter, 2e-3)  # texts only as far apart as the noise
+    driven = {t: base + k * 0.1 for k, t in enumerate(texts)}
+    assert not _texts_within_noise(driven, 2e-3)  # the text moves the output by 0.1 against 2e-3 of noise
