@@ -37,9 +37,34 @@ FEASIBILITY: dict[str, str] = {
     "CPU) and the text encoder captures a torch.cuda.CUDAGraph with no eager fallback",
     "audio8_tts": "async-chunk hand-over only (no sync_process_input_func: the CPU stall) and the codec decoder "
     "torch.loads a codec checkpoint from the model directory (hub download when absent)",
-    "ming_tts": "most feasible next (sync hand-over llm2audio_vae, eager CFM fallback, CAM++ only for a speaker "
-    "waveform) but not tiny: validate_ming_tts_config pins hidden 896, vocab 151936, DiT 1024; needs a dense "
-    "llm_config builder and a tokenizer with constants.py's hard-coded Qwen2 ids",
+    "ming_tts": "buildable: MingDenseConfig in the tree (dense Qwen2 llm_config, DiT/aggregator, nested "
+    "AudioVAEConfig); widths pinned by validate_ming_tts_config (hidden 896, vocab 151936, DiT 1024) so only depths "
+    "shrink; tokenizer with constants.py's Qwen2 ids; x-transformers (a declared dependency the engine venv lacks) "
+    "from EXTRA_DEPS; two stages (LLM+flow, audio VAE) with the sync hand-over llm2audio_vae",
+    "higgs_audio_v3": "next most feasible, not attempted: the code2wav stage is written for load_format=dummy "
+    "(_ensure_codec_loaded reads tied.embedding.modality_embeddings.0.model.* tensors from the model dir's "
+    "*.safetensors), so a codec safetensors (RVQ 1024x64 codebooks, fc2, a DAC decoder with hard-coded 1024 hidden) "
+    "would have to be written by code; HiggsAudioV3Config is in the tree; the MLP CUDA graph is gated on is_cuda",
+    "cosyvoice3": "not on this engine env: cosyvoice3.py imports onnxruntime (absent from the engine venv) and its "
+    "construction opens a campplus.onnx speaker model from the model dir (an ONNX file, unconditionally without "
+    "TensorRT); its llm.pt/flow.pt/hift.pt torch.loads sit in load_weights, which load_format=dummy skips",
+    "indextts2": "needs a download: the s2mel decoder calls BigVGAN.from_pretrained(vocoder_name) (a hub id) and "
+    "torch.loads s2mel/stat checkpoints; BigVGAN and DiT CUDA-graph wrappers",
+    "moss_tts": "needs a download: the codec stage builds MOSS-Audio-Tokenizer from codec_model_name_or_path "
+    "(default the hub id OpenMOSS-Team/MOSS-Audio-Tokenizer) and loads its weights with a second DefaultModelLoader "
+    "(no dummy path); streaming CUDA-graph decoder only with async_chunk",
+    "step_audio2": "needs files a download brings: token2wav's first use (_ensure_models_loaded) loads the "
+    "speech_tokenizer_v2_25hz.onnx (s3tokenizer), campplus.onnx (onnxruntime), flow.yaml (hyperpyyaml) and "
+    "torch.loads flow.pt/hift.pt from <model>/token2wav (snapshot_download when not local)",
+    "auk": "needs checkpoint files at construction: the encoder stage reads auk.safetensors (layer-fusion tensors) "
+    "with safe_open, is a Qwen2.5-Omni thinker with its multimodal processor, and stage 1 is an inline diffusion "
+    "pipeline (AuKPipeline) with its own weights",
+    "audex": "needs a download: checkpoint.py resolves with hf_hub_download/snapshot_download, the X-codec with "
+    "AutoConfig(trust_remote_code=True)",
+    "higgs_audio_v2": "needs a download: code2wav resolves the audio tokenizer with snapshot_download/from_pretrained",
+    "covo_audio": "needs a download: code2wav resolves its audio tokenizer with snapshot_download/from_pretrained",
+    "mimo_audio": "needs a download: code2wav resolves its audio tokenizer with snapshot_download/from_pretrained",
+    "voxtral_tts": "needs a download: voice embeddings fetched with hf_hub_download",
 }
 
 # Text-side special tokens of the tiny Qwen3-TTS: ids right after the 256 byte tokens.
@@ -53,14 +78,18 @@ _QWEN3_SPECIALS = {
 }
 
 
-def _byte_wordlevel(specials: dict[str, int]):
+def _byte_wordlevel(specials: dict[str, int], vocab_size: int = 0):
     """A tokenizer with one token per UTF-8 byte (id = byte) and the given special tokens, so any text encodes
-    without an unknown token and distinct texts give distinct ids."""
+    without an unknown token and distinct texts give distinct ids. ``vocab_size``: the ids between are filled with
+    unused ``<|r{id}|>`` tokens (a WordLevel vocabulary with holes is saved with a "could be corrupted" warning
+    listing every hole)."""
     from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
     chars = _bytes_to_unicode()
     vocab = {chars[b]: b for b in range(256)}
     vocab.update(specials)
+    taken = set(vocab.values())
+    vocab.update({f"<|r{i}|>": i for i in range(256, vocab_size) if i not in taken})
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|endoftext|>"))
     tok.normalizer = normalizers.ByteLevel()
     tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
@@ -204,6 +233,109 @@ def _qwen3_tts(out: Path) -> dict:
     return {"speaker": "tiny", "language": "english", "groups": groups}
 
 
+# Text-side special tokens of the tiny Ming-TTS (dense): the ids are those of the real Qwen2 tokenizer, since
+# validate_ming_tts_config pins the Ming ones (constants.py) and the vocabulary to 151,936.
+_MING_SPECIALS = {
+    "<|endoftext|>": 151643,
+    "<|im_start|>": 151644,
+    "<|im_end|>": 151645,
+    "<|vision_start|>": 151652,
+    "<|vision_end|>": 151653,
+    "<|vision_pad|>": 151654,
+    "<text_eos>": 151669,
+    "<end_of_audio>": 151704,
+    "<audioPatch>": 151705,
+    "<audio>": 151706,
+    "</audio>": 151707,
+}
+
+
+# Latent patches per request (each 4 x 4 x 882 = 14,112 samples at 44,100 Hz): short runs on 2 CPU cores.
+_MING_MAX_DECODE_STEPS = 6
+
+
+def _ming_tts(out: Path) -> dict:
+    from transformers import PreTrainedTokenizerFast
+    from vllm_omni.model_executor.models.ming_tts.config_ming_tts import MingDenseConfig
+
+    # The widths are pinned by validate_ming_tts_config (LLM hidden 896, vocab 151,936, aggregator/DiT 1024,
+    # latent 64, patch 4, history 32, 44,100 Hz, hop 882); only depths (and the VAE backbones) can shrink.
+    # head_dim 64: the CPU attention backend refuses 16 (real_engine_facts.md).
+    llm = {
+        "model_type": "qwen2",
+        "vocab_size": 151936,
+        "hidden_size": 896,
+        "intermediate_size": 1024,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 14,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 4096,
+        "tie_word_embeddings": True,
+        "rope_theta": 1000000.0,
+    }
+    dit = {"hidden_size": 1024, "depth": 1, "num_heads": 16, "mlp_ratio": 1.0}
+    backbone = {
+        "model_type": "qwen2",
+        "vocab_size": 16,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 1,
+        "num_key_value_heads": 1,
+        "max_position_embeddings": 4096,
+    }
+    config = MingDenseConfig(
+        llm_config=llm,
+        ditar_config={**dit, "patch_size": 4, "history_patch_size": 32},
+        aggregator_config=dict(dit),
+        audio_tokenizer_config={
+            "sample_rate": 44100,
+            "patch_size": 4,
+            # 4 encoder layers: AudioVAE's Encoder sets its aggregator's num_hidden_layers to 4 on a copy of this
+            # config after transformers derived layer_types from it, so fewer layers -> IndexError in Qwen2Attention.
+            "enc_kwargs": {
+                "backbone": {**backbone, "num_hidden_layers": 4},
+                "input_dim": 882,
+                "hop_size": 882,
+                "latent_dim": 64,
+            },
+            "dec_kwargs": {"backbone": backbone, "output_dim": 882, "latent_dim": 64},
+        },
+        architectures=["MingTTSForConditionalGeneration"],
+    )
+    config.save_pretrained(out)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=_byte_wordlevel(_MING_SPECIALS, 151936), eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
+    fast.save_pretrained(out)
+    _deploy_overlay(
+        out,
+        "ming_tts.yaml",
+        {
+            # Whole-payload hand-over (the release's sync llm2audio_vae): the async-chunk one stalls on CPU.
+            "async_chunk": False,
+            "dtype": "float32",
+            # What the release's serving adapter (tts_adapters/ming_tts.apply_sampling_overrides) sets on stage 0:
+            # stop on <text_eos>, which the model emits once the decode window ends; one token beyond the window.
+            # Without it the first run decoded the deploy's 512 steps (7,225,344 samples, 164 s of audio).
+            "stages": [
+                {
+                    "stage_id": 0,
+                    "default_sampling_params": {
+                        "temperature": 0.0,
+                        "top_p": 1.0,
+                        "top_k": -1,
+                        "max_tokens": _MING_MAX_DECODE_STEPS + 1,
+                        "stop_token_ids": [_MING_SPECIALS["<text_eos>"]],
+                        "detokenize": True,
+                    },
+                }
+            ],
+        },
+    )
+    return {"min_decode_steps": 2, "max_decode_steps": _MING_MAX_DECODE_STEPS}
+
+
 def _deploy_overlay(out: Path, release_yaml: str, overlay: dict) -> None:
     """``omnitts_deploy.yaml``: the release's own deploy config (``base_config``, read where it lies in the tree,
     not copied) with the overlay's stage fields on top."""
@@ -230,7 +362,32 @@ def _drop_unaccepted_keys(path: Path, key: str, sub_config) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-BUILDERS = {"qwen3_tts": _qwen3_tts}
+BUILDERS = {"qwen3_tts": _qwen3_tts, "ming_tts": _ming_tts}
+
+# Dependencies a model imports that the engine environment (built from vLLM-Omni's offline and serving imports)
+# lacks: installed without theirs into $OMNITTS_CACHE/upstream-deps/<model>, put first on the engine's path.
+# Ming-TTS: vllm_omni-0.30.0's METADATA requires x-transformers>=2.12.2 (common/ming/{aggregator,cfm_dit,
+# dit_blocks}.py import it); the other three are what pip resolves for it next to the engine venv.
+EXTRA_DEPS = {
+    "ming_tts": ("x-transformers==2.31.10", "einx==0.4.3", "torch-einops-utils==0.2.0", "frozendict==2.5.1"),
+}
+
+
+def _extra_deps(model: str, out: Path) -> dict:
+    if model not in EXTRA_DEPS:
+        return {}
+    import os
+    import subprocess
+
+    cache = Path(os.environ.get("OMNITTS_CACHE") or out.parent)
+    target = cache / "upstream-deps" / model
+    if not (target / ".complete").is_file():
+        pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps"]
+        proc = subprocess.run([*pip, "--target", str(target), *EXTRA_DEPS[model]], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"upstream: installing {model}'s extra dependencies failed: {proc.stderr[-2000:]}")
+        (target / ".complete").write_text("\n".join(EXTRA_DEPS[model]) + "\n")
+    return {"extra_path": str(target)}
 
 
 def build(tree: Path, model: str, out: Path) -> dict:
@@ -238,7 +395,7 @@ def build(tree: Path, model: str, out: Path) -> dict:
         raise SystemExit(f"upstream: no tiny builder for {model!r} ({FEASIBILITY.get(model, 'not surveyed')})")
     sys.path.insert(0, str(tree))
     out.mkdir(parents=True, exist_ok=True)
-    info = {"dir": str(out), "model": model, "load_format": "dummy", **BUILDERS[model](out)}
+    info = {"dir": str(out), "model": model, "load_format": "dummy", **_extra_deps(model, out), **BUILDERS[model](out)}
     (out / "omnitts_upstream.json").write_text(json.dumps(info, indent=1))
     return info
 
@@ -253,7 +410,24 @@ def _requests(info: dict):
         # The talker builds its prompt embeddings from the text; the token ids are a length placeholder.
         return {"prompt_token_ids": [0] * 8, "additional_information": {"text": [text], **extra}}
 
-    return {"qwen3_tts": qwen3_tts}[info["model"]]
+    def ming_tts(text: str) -> dict:
+        # The release's own request builder (prompt_assembly.build_ming_dense_prompt, what its serving adapter
+        # calls): the prompt ids from the tokenizer, the decode-step window as runtime controls.
+        from transformers import AutoTokenizer
+        from vllm_omni.model_executor.models.ming_tts import prompt_assembly as ming
+
+        if "tokenizer" not in info:
+            info["tokenizer"] = AutoTokenizer.from_pretrained(info["dir"])
+        controls = {
+            "ming_min_decode_steps": info["min_decode_steps"],
+            "ming_max_decode_steps": info["max_decode_steps"],
+        }
+        req = ming.build_ming_dense_prompt(
+            info["tokenizer"], prompt=ming.DEFAULT_PROMPT, text=text, runtime_controls=controls
+        )
+        return {"prompt_token_ids": req["prompt_token_ids"], "additional_information": req["additional_information"]}
+
+    return {"qwen3_tts": qwen3_tts, "ming_tts": ming_tts}[info["model"]]
 
 
 def run_offline(model_dir: Path, plan: dict, out: Path) -> dict:
@@ -264,6 +438,12 @@ def run_offline(model_dir: Path, plan: dict, out: Path) -> dict:
     from omnitts.validators.engine import offline
 
     info = json.loads((model_dir / "omnitts_upstream.json").read_text())
+    if info.get("extra_path"):
+        import os
+
+        # First on the path of this process and of the stage processes it spawns.
+        sys.path.insert(0, info["extra_path"])
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [info["extra_path"], os.environ.get("PYTHONPATH")]))
     omni_cls = vllm_omni.Omni
     deploy = model_dir / "omnitts_deploy.yaml"
     extra = {"deploy_config": str(deploy)} if deploy.is_file() else {}
