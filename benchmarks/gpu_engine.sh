@@ -46,18 +46,29 @@ case "$phase" in
 "vllm", vllm.__version__, "vllm_omni", vllm_omni.__version__)' 2>&1 | tail -1
     } > "$OUT/env.txt"
     cat "$OUT/env.txt"
-    status=0
     cd "$REPO"
-    for job in "$@"; do
-      model="${job%%:*}"; tier="${job##*:}"
-      started=$SECONDS
+    one() {  # one pytest validators session; its line in summary.txt
+      local model="${1%%:*}" tier="${1##*:}" started=$SECONDS rc
       "$PY" -m pytest validators --omni-root "$SITE" --model "$model" --engine "$tier" --device cuda \
         --omnitts-out "$OUT/$model-$tier" -q -rA -p no:cacheprovider > "$OUT/engine-$model-$tier.log" 2>&1
       rc=$?
-      [ $rc -ne 0 ] && status=1
       echo "$model $tier: exit $rc, $((SECONDS - started)) s, $(tail -1 "$OUT/engine-$model-$tier.log")" \
         | tee -a "$OUT/summary.txt"
-    done
+      return $rc
+    }
+    # PARALLEL=1: the sessions at once (one GPU has room for all; engine starts still take vLLM-Omni's device
+    # init lock one at a time)
+    status=0
+    if [ "${PARALLEL:-0}" = 1 ]; then
+      pids=()
+      for job in "$@"; do one "$job" & pids+=($!); done
+      for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+    else
+      for job in "$@"; do one "$job" || status=1; done
+    fi
+    # the engines' own logs beside the sessions', then one archive (the device tool returns a few files only)
+    for d in /tmp/omnitts-engine-*; do [ -d "$d" ] && find "$d" -name '*.log' -exec cp {} "$OUT/" \; 2>/dev/null; done
+    tar -czf "/tmp/results.tgz" -C "$OUT" . && mv /tmp/results.tgz "$OUT/results.tgz"
     exit $status ;;
   *)
     echo "gpu_engine.sh: unknown phase '$phase' (stash, setup or run)" >&2; exit 2 ;;
