@@ -67,7 +67,7 @@ case "$phase" in
       for job in "$@"; do one "$job" || status=1; done
     fi
     # the engines' own logs beside the sessions', then one archive (the device tool returns a few files only)
-    for d in /tmp/omnitts-engine-*; do [ -d "$d" ] && find "$d" -name '*.log' -exec cp {} "$OUT/" \; 2>/dev/null; done
+    for f in /tmp/omnitts-engine-*/*/*.log; do [ -f "$f" ] && cp "$f" "$OUT/$(basename "$(dirname "$(dirname "$f")")")-$(basename "$f")"; done
     tar -czf "/tmp/results.tgz" -C "$OUT" . && mv /tmp/results.tgz "$OUT/results.tgz"
     exit $status ;;
   *)
