@@ -141,3 +141,32 @@ def test_the_serve_command_carries_load_format(tmp_path):
     assert cmd[-2:] == ["--worker-extension-cls", "a.B"]
     bare = runtime.Server(env, ckpt, tmp_path / "server.log").command()
     assert "--load-format" not in bare and "--deploy-config" not in bare
+
+
+def test_request_info_goes_into_every_offline_request():
+    assert po.request_info_problem(None) is None
+    assert po.request_info_problem('{"speaker": "tiny"}') is None
+    assert po.request_info_problem("[1]") == "--omnitts-request-info: must be a JSON object"
+    assert po.request_info_problem("{speaker").startswith("--omnitts-request-info: not JSON (")
+    plain = offline._request("Hi.")
+    assert plain == {"prompt": "Hi.", "additional_information": {"text": ["Hi."]}}
+    got = offline._with_info(plain, {"speaker": "tiny", "max_new_tokens": 24, "task_type": ["CustomVoice"]})
+    assert got == {
+        "prompt": "Hi.",
+        "additional_information": {
+            "text": ["Hi."],
+            "speaker": ["tiny"],
+            "max_new_tokens": [24],
+            "task_type": ["CustomVoice"],
+        },
+    }
+    assert plain == {"prompt": "Hi.", "additional_information": {"text": ["Hi."]}}  # not changed in place
+
+
+def test_request_info_reaches_the_offline_plan(tmp_path, monkeypatch, no_engine_env):
+    ckpt = _checkpoint(tmp_path)
+    model = po.EngineModel(tmp_path, "m", "0.30.0", tmp_path / "w", 60, checkpoint=ckpt, request_info={"speaker": "x"})
+    plans = []
+    monkeypatch.setattr(model.env, "offline", lambda model_dir, plan, out, timeout: plans.append(plan))
+    model.offline()
+    assert plans[0]["request_info"] == {"speaker": "x"} and "load_format" not in plans[0]

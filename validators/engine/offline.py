@@ -44,6 +44,13 @@ def _request(text: str) -> dict:
     return {"prompt": text, "additional_information": {"text": [text]}}
 
 
+def _with_info(request: dict, info: dict) -> dict:
+    """``request`` with ``info``'s keys added to its ``additional_information`` (``--omnitts-request-info``), each
+    value as a one-element list unless it is a list already, the form the release's requests carry them in."""
+    extra = {key: value if isinstance(value, list) else [value] for key, value in info.items()}
+    return {**request, "additional_information": {**request.get("additional_information", {}), **extra}}
+
+
 def _load_example(path: str | None):
     """The model's offline example as a module (its ``build_request`` builds every request of the plan)."""
     if not path:
@@ -163,8 +170,14 @@ def run(model_dir: str, plan: dict, out: Path) -> dict:
     scenarios = {"solo": [[t] for t in plan["texts"]]}
     scenarios.update({f"batch{i}": texts for i, texts in enumerate(plan.get("batches", []))})
     example = _load_example(plan.get("example"))
-    build = example.build_request if example is not None and hasattr(example, "build_request") else _request
-    result["requests_from"] = "example" if build is not _request else "omnitts"
+    info = plan.get("request_info")
+    if example is not None and hasattr(example, "build_request"):
+        build, result["requests_from"] = example.build_request, "example"
+    elif info:
+        base = _request
+        build, result["requests_from"] = (lambda text: _with_info(base(text), info)), "omnitts+request_info"
+    else:
+        build, result["requests_from"] = _request, "omnitts"
     try:
         if extra.get("worker_extension_cls"):
             result["worker_install"] = _rpc(omni, "omnitts_install")  # before any request reaches a worker

@@ -70,6 +70,13 @@ def pytest_addoption(parser):
         help="engine tier: start the engine with vLLM's load_format=dummy (random weights), so a checkpoint "
         "directory without weights (config + tokenizer only) runs",
     )
+    group.addoption(
+        "--omnitts-request-info",
+        default=None,
+        metavar="JSON",
+        help="engine tier, offline, for a model without an example that defines build_request: a JSON object whose "
+        'keys go into every request\'s additional_information (e.g. \'{"speaker": "tiny"}\')',
+    )
 
 
 def pytest_configure(config):
@@ -81,8 +88,20 @@ def pytest_configure(config):
             bool(config.getoption("omnitts_dummy_weights", False)),
             config.getoption("omnitts_model", None) or [],
         )
+        problem = problem or request_info_problem(config.getoption("omnitts_request_info", None))
         if problem:
             raise pytest.UsageError(problem)  # one line, exit 4, before any check runs
+
+
+def request_info_problem(raw: str | None) -> str | None:
+    """``--omnitts-request-info`` must be a JSON object (one line when it is not), or absent."""
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        return f"--omnitts-request-info: not JSON ({exc})"
+    return None if isinstance(value, dict) else "--omnitts-request-info: must be a JSON object"
 
 
 def checkpoint_problem(tier: str, checkpoint: str | None, dummy: bool, models: list[str]) -> str | None:
@@ -141,6 +160,7 @@ class EngineModel:
         *,
         checkpoint: Path | None = None,
         dummy_weights: bool = False,
+        request_info: dict | None = None,
     ) -> None:
         from omnitts.validators.engine.runtime import EngineEnv
 
@@ -153,6 +173,7 @@ class EngineModel:
         else:
             self.model_dir = self.env.model_dir(model, _model_dir_cache(tree, model, release))
         self.load_format = "dummy" if dummy_weights else None
+        self.request_info = request_info
         self.config = json.loads((self.model_dir / "config.json").read_text())
         self._offline: dict | None = None
         self.server = None
@@ -178,6 +199,8 @@ class EngineModel:
             example = self.tree / "examples" / "offline_inference" / "text_to_speech" / self.model / "end2end.py"
             if example.is_file():
                 plan["example"] = str(example)
+            if self.request_info:
+                plan["request_info"] = self.request_info
             self._offline = self.env.offline(self.model_dir, plan, self.work / "offline", timeout=self.timeout)
         return self._offline
 
@@ -300,6 +323,7 @@ def engine(omnitts_model, pytestconfig, _engine_models) -> EngineModel:
                 placement,
                 checkpoint=Path(checkpoint) if checkpoint else None,
                 dummy_weights=bool(pytestconfig.getoption("omnitts_dummy_weights")),
+                request_info=json.loads(pytestconfig.getoption("omnitts_request_info") or "null"),
             )
         except Exception as exc:  # fail closed, with the step and the log's tail
             pytest.fail(f"engine tier for {model_name}: {exc}", pytrace=False)
