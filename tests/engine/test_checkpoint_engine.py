@@ -11,6 +11,7 @@ test_checkpoint_options.py.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -120,3 +121,49 @@ DUMMY_DISTINCT_FAILURE = (
     "I4 (offline Omni): the text does not reach the model: 'Four: the last text, with digits 0123.' and "
     "'Four: the last text, with digits 4567.' give the same audio"
 )
+
+
+# -- a model of the tree not shaped like the scaffold's: 0.30.0's own Qwen3-TTS ---------------------------------------
+
+QWEN3_REQUEST_INFO = {"task_type": "CustomVoice", "speaker": "tiny", "language": "english", "max_new_tokens": 24}
+# Measured (docs/engine.md): the checks that pass, and the three that fail with these messages.
+QWEN3_OUTCOME = {
+    **dict.fromkeys(OFFLINE_CHECKS, "passed"),
+    # dummy weights: every text gives the same audio (as tests/engine/test_upstream_models.py's strict xfail)
+    "test_engine_offline_text_reaches_the_model": "failure",
+    # a pristine release tree has no examples/ folder
+    "test_engine_offline_example_runs": "failure",
+    # async_chunk off (the tiny directory's deploy config): the first output of a streamed request is its last, so
+    # there is nothing to abort mid-request
+    "test_engine_offline_state_freed_in_worker": "failure",
+}
+QWEN3_MESSAGES = (
+    "I4 (offline Omni): the text does not reach the model: 'Hello there.' and 'A second, longer sentence for the "
+    "engine tier.' give the same audio",
+    "no offline example in the tree for qwen3_tts",
+    "I5 (worker): the abort scenario's request ended before it was aborted",
+)
+
+
+def test_checkpoint_runs_a_model_of_the_tree_not_shaped_like_the_scaffold(tmp_path, engine_python):
+    """``--model qwen3_tts --checkpoint DIR --dummy-weights`` on the pristine 0.30.0 tree: the directory is
+    ``validators/engine/upstream.py``'s tiny Qwen3-TTS (config + tokenizer, no weights, its own deploy config)."""
+    from omnitts.knowledge.releases import pristine_tree
+    from omnitts.validators.engine.runtime import EngineEnv
+
+    tree = pristine_tree(RELEASE)
+    env = EngineEnv.prepare(tree, RELEASE, tmp_path / "work")
+    model_dir = tmp_path / "qwen3-tiny"
+    build = ["-m", "omnitts.validators.engine.upstream", "build", "--tree", str(tree), "--model", "qwen3_tts"]
+    proc = env.run([*build, "--out", str(model_dir)], timeout=300, log=tmp_path / "build.log")
+    assert proc.returncode == 0, (tmp_path / "build.log").read_text()[-3000:]
+    assert not list(model_dir.glob("*.safetensors"))
+    info = json.dumps(QWEN3_REQUEST_INFO)
+    flags = ["--checkpoint", str(model_dir), "--dummy-weights", "--omnitts-request-info", info]
+    proc, outcome = _validators(tmp_path / "session", tree, "qwen3_tts", *flags)
+    assert outcome == QWEN3_OUTCOME and proc.returncode == 1, proc.stdout[-6000:]
+    for message in QWEN3_MESSAGES:
+        assert message in proc.stdout, (message, proc.stdout[-6000:])
+    assert _engine_config(tmp_path / "session", "qwen3_tts") == (str(model_dir), "dummy")
+    result = json.loads(next((tmp_path / "session").glob("omnitts-engine-qwen3_tts-*/offline/result.json")).read_text())
+    assert result["requests_from"] == "omnitts+request_info"
