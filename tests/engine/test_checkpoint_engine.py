@@ -133,8 +133,8 @@ QWEN3_OUTCOME = {
     "test_engine_offline_text_reaches_the_model": "failure",
     # a pristine release tree has no examples/ folder
     "test_engine_offline_example_runs": "failure",
-    # async_chunk off (the tiny directory's deploy config): the first output of a streamed request is its last, so
-    # there is nothing to abort mid-request
+    # the first output Omni yields for the streamed request is already finished (likely async_chunk off in the tiny
+    # directory's deploy config: only code2wav's final output reaches the caller), so nothing is aborted mid-request
     "test_engine_offline_state_freed_in_worker": "failure",
 }
 QWEN3_MESSAGES = (
