@@ -1,4 +1,4 @@
-"""``pytest validators --engine offline --model NAME --checkpoint DIR [--dummy-weights]`` through the real CPU engine
+"""``pytest validators --engine {offline,server} --model NAME --checkpoint DIR [--dummy-weights]`` on the CPU engine
 (issue 10 item 3): the engine tier runs on a given model directory instead of building one, and with vLLM's
 ``load_format="dummy"`` on a directory that has no weights.
 
@@ -56,12 +56,14 @@ def prebuilt(tmp_path_factory, engine_python):
     return tree, name, full, bare
 
 
-def _validators(tmp_path: Path, tree: Path, name: str, *flags: str) -> tuple[subprocess.CompletedProcess, dict]:
+def _validators(
+    tmp_path: Path, tree: Path, name: str, *flags: str, tier: str = "offline"
+) -> tuple[subprocess.CompletedProcess, dict]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     junit = tmp_path / "junit.xml"
     cmd = [
         sys.executable, "-m", "pytest", str(REPO / "validators"), "-p", "no:cacheprovider", "-q",
-        "--omni-root", str(tree), "--model", name, "--engine", "offline", *flags,
+        "--omni-root", str(tree), "--model", name, "--engine", tier, *flags,
         "--omnitts-out", str(tmp_path / "out"), f"--junitxml={junit}", "-o", "addopts=--import-mode=importlib",
     ]  # fmt: skip
     started = time.monotonic()
@@ -76,9 +78,9 @@ def _validators(tmp_path: Path, tree: Path, name: str, *flags: str) -> tuple[sub
     return proc, outcome
 
 
-def _engine_config(tmp_path: Path, name: str) -> tuple[str, str]:
+def _engine_config(tmp_path: Path, name: str, log: str = "offline/offline.log") -> tuple[str, str]:
     """(model, load_format) of the engine vLLM started, from its own log line ``Initializing a V1 LLM engine``."""
-    logs = list(tmp_path.glob(f"omnitts-engine-{name}-*/offline/offline.log"))
+    logs = list(tmp_path.glob(f"omnitts-engine-{name}-*/{log}"))
     assert len(logs) == 1, logs
     found = re.search(r"with config: model='([^']+)'.*?load_format=(\w+)", logs[0].read_text())
     assert found, f"no engine config line in {logs[0]}"
@@ -111,6 +113,16 @@ def test_checkpoint_without_weights_runs_with_dummy_weights(prebuilt, tmp_path):
     assert DUMMY_DISTINCT_FAILURE in proc.stdout, proc.stdout[-6000:]
     assert _cached_dirs(name) == []
     assert _engine_config(tmp_path, name) == (str(bare), "dummy")
+
+
+def test_checkpoint_without_weights_serves_with_dummy_weights(prebuilt, tmp_path):
+    """The server tier on the same directory: ``vllm-omni serve DIR --load-format dummy``; every server check passes
+    (its texts differ more than the offline pair that dummy weights cannot tell apart)."""
+    tree, name, _, bare = prebuilt
+    proc, outcome = _validators(tmp_path, tree, name, "--checkpoint", str(bare), "--dummy-weights", tier="server")
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    assert len(outcome) == 5 and set(outcome.values()) == {"passed"}, outcome
+    assert _engine_config(tmp_path, name, "server.log") == (str(bare), "dummy")
 
 
 # Measured on the 0.30.0 CPU engine (docs/engine.md): vLLM's dummy loader draws every weight from U(-1e-3, 1e-3), so
