@@ -44,6 +44,13 @@ def _request(text: str) -> dict:
     return {"prompt": text, "additional_information": {"text": [text]}}
 
 
+def _with_info(request: dict, info: dict) -> dict:
+    """``request`` with ``info``'s keys added to its ``additional_information`` (``--omnitts-request-info``), each
+    value as a one-element list unless it is a list already, the form the release's requests carry them in."""
+    extra = {key: value if isinstance(value, list) else [value] for key, value in info.items()}
+    return {**request, "additional_information": {**request.get("additional_information", {}), **extra}}
+
+
 def _load_example(path: str | None):
     """The model's offline example as a module (its ``build_request`` builds every request of the plan)."""
     if not path:
@@ -140,23 +147,39 @@ def _worker_checks(omni, build, texts: list[str], plan: dict) -> dict:
     return found
 
 
+# Keys of the plan passed on to ``Omni(...)``: per-stage devices when the session has two or more GPUs
+# (runtime.StagePlacement.omni_kwargs), omnitts's worker extension for the in-worker I5/I3 checks (collective RPC),
+# ``load_format`` ("dummy" with --dummy-weights) and the model directory's own ``deploy_config``
+# (pytest_options.engine_kwargs).
+OMNI_KEYS = ("stage_overrides", "worker_extension_cls", "load_format", "deploy_config")
+
+
+def omni_kwargs(plan: dict) -> dict:
+    """The keyword arguments of ``Omni(model=..., ...)`` the plan asks for (beyond ``stage_init_timeout``)."""
+    return {key: plan[key] for key in OMNI_KEYS if plan.get(key)}
+
+
 def run(model_dir: str, plan: dict, out: Path) -> dict:
     import numpy as np
     from vllm_omni import Omni
 
     started = time.monotonic()
-    # per-stage devices when the session has two or more GPUs (runtime.StagePlacement.omni_kwargs), and omnitts's
-    # worker extension for the in-worker I5/I3 checks (collective RPC)
-    extra = {key: plan[key] for key in ("stage_overrides", "worker_extension_cls") if plan.get(key)}
+    extra = omni_kwargs(plan)
     omni = Omni(model=model_dir, stage_init_timeout=plan.get("stage_init_timeout", 300), **extra)
     result: dict = {"startup_s": round(time.monotonic() - started, 2), "scenarios": {}}
     scenarios = {"solo": [[t] for t in plan["texts"]]}
     scenarios.update({f"batch{i}": texts for i, texts in enumerate(plan.get("batches", []))})
     example = _load_example(plan.get("example"))
-    build = example.build_request if example is not None and hasattr(example, "build_request") else _request
-    result["requests_from"] = "example" if build is not _request else "omnitts"
+    info = plan.get("request_info")
+    if example is not None and hasattr(example, "build_request"):
+        build, result["requests_from"] = example.build_request, "example"
+    elif info:
+        base = _request
+        build, result["requests_from"] = (lambda text: _with_info(base(text), info)), "omnitts+request_info"
+    else:
+        build, result["requests_from"] = _request, "omnitts"
     try:
-        if extra:
+        if extra.get("worker_extension_cls"):
             result["worker_install"] = _rpc(omni, "omnitts_install")  # before any request reaches a worker
         for name, groups in scenarios.items():
             if name == "solo":
@@ -194,7 +217,7 @@ def run(model_dir: str, plan: dict, out: Path) -> dict:
             result["scenarios"][name] = {"rows": rows, "wall_s": round(time.monotonic() - t0, 3)}
         if example is not None:
             result["example"] = _run_example(example, omni, out, plan["texts"][0])
-        if extra:
+        if extra.get("worker_extension_cls"):
             t0 = time.monotonic()
             try:
                 result["worker"] = _worker_checks(omni, build, plan["texts"], plan)

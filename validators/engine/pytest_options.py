@@ -51,9 +51,82 @@ def pytest_addoption(parser):
     )
     group.addoption("--omnitts-engine-timeout", default=600.0, type=float, help="seconds for one engine start or run")
 
+    def spellings(short: str) -> list[str]:  # the short spelling only when no other plugin took it
+        return [f"--omnitts-{short[2:]}"] if short in taken else [short, f"--omnitts-{short[2:]}"]
+
+    group.addoption(
+        *spellings("--checkpoint"),
+        dest="omnitts_checkpoint",
+        default=None,
+        metavar="PATH",
+        help="engine tier: use this model directory (config.json, tokenizer, *.safetensors) instead of building the "
+        "tiny scaffolded model's; any model of --omni-root then runs (one --model)",
+    )
+    group.addoption(
+        *spellings("--dummy-weights"),
+        dest="omnitts_dummy_weights",
+        action="store_true",
+        default=False,
+        help="engine tier: start the engine with vLLM's load_format=dummy (random weights), so a checkpoint "
+        "directory without weights (config + tokenizer only) runs",
+    )
+    group.addoption(
+        "--omnitts-request-info",
+        default=None,
+        metavar="JSON",
+        help="engine tier, offline, for a model without an example that defines build_request: a JSON object whose "
+        'keys go into every request\'s additional_information (e.g. \'{"speaker": "tiny"}\')',
+    )
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", f"{ENGINE_MARK}(*tiers): an engine-tier check and the tiers it runs in")
+    if not hasattr(config, "workerinput"):
+        problem = checkpoint_problem(
+            config.getoption("omnitts_engine", "harness"),
+            config.getoption("omnitts_checkpoint", None),
+            bool(config.getoption("omnitts_dummy_weights", False)),
+            config.getoption("omnitts_model", None) or [],
+        )
+        problem = problem or request_info_problem(config.getoption("omnitts_request_info", None))
+        if problem:
+            raise pytest.UsageError(problem)  # one line, exit 4, before any check runs
+
+
+def request_info_problem(raw: str | None) -> str | None:
+    """``--omnitts-request-info`` must be a JSON object (one line when it is not), or absent."""
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        return f"--omnitts-request-info: not JSON ({exc})"
+    return None if isinstance(value, dict) else "--omnitts-request-info: must be a JSON object"
+
+
+def checkpoint_problem(tier: str, checkpoint: str | None, dummy: bool, models: list[str]) -> str | None:
+    """What is wrong with ``--checkpoint`` / ``--dummy-weights`` on this command line (one line), or None."""
+    if not checkpoint and not dummy:
+        return None
+    if tier == "harness":
+        flag = "--checkpoint" if checkpoint else "--dummy-weights"
+        return f"{flag} applies to the engine tier: add --engine offline or --engine server"
+    if not checkpoint:
+        return None  # --dummy-weights alone: the built tiny model directory, loaded with dummy weights
+    names = {n.strip() for raw in models for n in str(raw).split(",") if n.strip()}
+    if len(names) != 1 or "all" in names:
+        return f"--checkpoint {checkpoint} is one model's directory: pass exactly one --model (got {sorted(names)})"
+    path = Path(checkpoint)
+    if not path.is_dir():
+        return f"--checkpoint {checkpoint}: no such directory"
+    if not (path / "config.json").is_file():
+        return f"--checkpoint {checkpoint}: no config.json in it (a model directory has config.json and a tokenizer)"
+    if not dummy and not any(path.glob("*.safetensors")):
+        return (
+            f"--checkpoint {checkpoint} has no *.safetensors weights: pass --dummy-weights to run it with vLLM's "
+            "dummy weights (load_format=dummy)"
+        )
+    return None
 
 
 def pytest_collection_modifyitems(config, items):
@@ -76,12 +149,31 @@ def pytest_collection_modifyitems(config, items):
 class EngineModel:
     """One model of ``--omni-root`` through the engine: environment, model directory, offline run, server."""
 
-    def __init__(self, tree: Path, model: str, release: str, work: Path, timeout: float, placement=None) -> None:
+    def __init__(
+        self,
+        tree: Path,
+        model: str,
+        release: str,
+        work: Path,
+        timeout: float,
+        placement=None,
+        *,
+        checkpoint: Path | None = None,
+        dummy_weights: bool = False,
+        request_info: dict | None = None,
+    ) -> None:
         from omnitts.validators.engine.runtime import EngineEnv
 
         self.tree, self.model, self.release, self.work, self.timeout = tree, model, release, work, timeout
         self.env = EngineEnv.prepare(tree, release, work, placement)
-        self.model_dir = self.env.model_dir(model, _model_dir_cache(tree, model, release))
+        # --checkpoint: the given directory as it is (any model of the tree); else the tiny scaffolded model's,
+        # built from its source (validators/engine/modeldir.py, which needs the scaffold's shape).
+        if checkpoint is not None:
+            self.model_dir = Path(checkpoint).resolve()
+        else:
+            self.model_dir = self.env.model_dir(model, _model_dir_cache(tree, model, release))
+        self.load_format = "dummy" if dummy_weights else None
+        self.request_info = request_info
         self.config = json.loads((self.model_dir / "config.json").read_text())
         self._offline: dict | None = None
         self.server = None
@@ -102,10 +194,13 @@ class EngineModel:
                 "worker_extension_cls": WORKER_EXTENSION,
                 "long_text": LONG_TEXT,
                 "sequential": 100,
+                **engine_kwargs(self.load_format, self.model_dir),
             }
             example = self.tree / "examples" / "offline_inference" / "text_to_speech" / self.model / "end2end.py"
             if example.is_file():
                 plan["example"] = str(example)
+            if self.request_info:
+                plan["request_info"] = self.request_info
             self._offline = self.env.offline(self.model_dir, plan, self.work / "offline", timeout=self.timeout)
         return self._offline
 
@@ -113,13 +208,34 @@ class EngineModel:
         from omnitts.validators.engine.runtime import Server
 
         if self.server is None:
-            self.server = Server(self.env, self.model_dir, self.work / "server.log", worker_extension=WORKER_EXTENSION)
+            self.server = Server(
+                self.env,
+                self.model_dir,
+                self.work / "server.log",
+                worker_extension=WORKER_EXTENSION,
+                engine_kwargs=engine_kwargs(self.load_format, self.model_dir),
+            )
             self.server.start(timeout=self.timeout)
         return self.server
 
     def close(self) -> None:
         if self.server is not None:
             self.server.stop()
+
+
+DEPLOY_FILE = "omnitts_deploy.yaml"  # a model directory's own deploy config (validators/engine/upstream.py writes one)
+
+
+def engine_kwargs(load_format: str | None, model_dir: Path) -> dict:
+    """Engine arguments beyond the model directory: ``load_format`` (``--dummy-weights``) and, when the directory
+    holds ``omnitts_deploy.yaml``, that file as ``deploy_config``. The offline driver passes them to ``Omni(...)``;
+    the server turns them into ``--load-format`` / ``--deploy-config`` (``runtime.serve_args``)."""
+    found: dict = {}
+    if load_format:
+        found["load_format"] = load_format
+    if (Path(model_dir) / DEPLOY_FILE).is_file():
+        found["deploy_config"] = str(Path(model_dir) / DEPLOY_FILE)
+    return found
 
 
 def _model_dir_cache(tree: Path, model: str, release: str) -> Path:
@@ -197,8 +313,17 @@ def engine(omnitts_model, pytestconfig, _engine_models) -> EngineModel:
         release = _release(pytestconfig, tree)
         placement = engine_placement(pytestconfig, tree, model_name, release)
         try:
+            checkpoint = pytestconfig.getoption("omnitts_checkpoint")
             _engine_models[model_name] = EngineModel(
-                tree, model_name, release, work, pytestconfig.getoption("omnitts_engine_timeout"), placement
+                tree,
+                model_name,
+                release,
+                work,
+                pytestconfig.getoption("omnitts_engine_timeout"),
+                placement,
+                checkpoint=Path(checkpoint) if checkpoint else None,
+                dummy_weights=bool(pytestconfig.getoption("omnitts_dummy_weights")),
+                request_info=json.loads(pytestconfig.getoption("omnitts_request_info") or "null"),
             )
         except Exception as exc:  # fail closed, with the step and the log's tail
             pytest.fail(f"engine tier for {model_name}: {exc}", pytrace=False)

@@ -210,6 +210,17 @@ class EngineEnv:
         return result
 
 
+_SERVE_FLAGS = {"load_format": "--load-format", "deploy_config": "--deploy-config"}
+
+
+def serve_args(engine_kwargs: dict) -> list[str]:
+    """``vllm-omni serve`` arguments of the engine arguments the offline ``Omni(...)`` gets as keywords."""
+    unknown = set(engine_kwargs) - set(_SERVE_FLAGS)
+    if unknown:
+        raise ValueError(f"serve_args: no serve flag for {sorted(unknown)}")
+    return [arg for key, value in engine_kwargs.items() for arg in (_SERVE_FLAGS[key], str(value))]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -228,6 +239,7 @@ class Server:
     model_dir: Path
     log: Path
     worker_extension: str | None = None
+    engine_kwargs: dict = field(default_factory=dict)  # load_format, deploy_config (pytest_options.engine_kwargs)
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
     startup_s: float | None = None
@@ -237,7 +249,8 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, *, timeout: float = 300) -> Server:
+    def command(self) -> list[str]:
+        """The ``vllm-omni serve`` command line (``--worker-extension-cls`` included when set)."""
         cmd = [
             str(self.env.python),
             "-c",
@@ -250,10 +263,16 @@ class Server:
             "--port",
             str(self.port),
             *self.env.placement.serve_args(),
+            *serve_args(self.engine_kwargs),
         ]
-        env = self.env.env()
         if self.worker_extension:
             cmd += ["--worker-extension-cls", self.worker_extension]
+        return cmd
+
+    def start(self, *, timeout: float = 300) -> Server:
+        cmd = self.command()
+        env = self.env.env()
+        if self.worker_extension:
             env["VLLM_SERVER_DEV_MODE"] = "1"
         self.log.parent.mkdir(parents=True, exist_ok=True)
         fh = self.log.open("w")
