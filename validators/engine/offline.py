@@ -107,12 +107,16 @@ def _settled_state(omni, wait: float = 15.0) -> dict:
         time.sleep(0.25)
 
 
-def _stage0_params(omni, **changes):
+def _stage0_params(omni, every_stage: bool = False, **changes):
+    """The deploy's per-stage sampling params with ``changes`` on stage 0 (or on every stage that has them)."""
     import copy
 
     params = copy.deepcopy(omni.default_sampling_params_list)
-    for key, value in changes.items():
-        setattr(params[0], key, value)
+    for stage in params if every_stage else params[:1]:
+        for key, value in changes.items():
+            if every_stage and not hasattr(stage, key):
+                continue
+            setattr(stage, key, value)
     return params
 
 
@@ -122,10 +126,12 @@ def _worker_checks(omni, build, texts: list[str], plan: dict) -> dict:
     from vllm.sampling_params import RequestOutputKind
 
     found: dict = {"after_finish": _settled_state(omni)}
-    # Abort: stream one long request, abort it at its first output (closing Omni's generator aborts it).
+    # Abort: stream one long request, abort it at its first output (closing Omni's generator aborts it). Every stage
+    # streams: Omni makes a stage that does not ask for DELTA FINAL_ONLY, and the output it yields is the last
+    # stage's, so with stage 0 alone streaming a two-stage model's first output was already its last.
     gen = omni.generate(
         [build(plan["long_text"])],
-        _stage0_params(omni, output_kind=RequestOutputKind.DELTA),
+        _stage0_params(omni, every_stage=True, output_kind=RequestOutputKind.DELTA),
         py_generator=True,
         use_tqdm=False,
     )
