@@ -218,6 +218,29 @@ class _LoadGroupOnWorkers:
     def pytest_configure_node(self, node):
         node.workerinput[LOADGROUP_KEY] = getattr(node.config.option, "dist", "no") == "loadgroup"
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items):
+        """On a worker: the ``@<group>`` suffix xdist's own hook gives each grouped node id, where it did not take.
+
+        pytest-xdist 3.8 writes ``item._nodeid``; pytest 9.2 keeps node ids in ``item._id`` (a ``NodeId``) and no
+        longer reads ``_nodeid``, so the suffix is lost and the controller sees no group (seen in a fresh CI venv:
+        pytest 9.2.0, xdist 3.8.0). Runs after xdist's hook; a node id that already carries its group is left alone.
+        """
+        if not (hasattr(config, "workerinput") and config.getvalue("loadgroup")):
+            return
+        for item in items:
+            marks = item.iter_markers("xdist_group")
+            names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks})
+            if not names or item.nodeid.endswith("@" + "_".join(names)):
+                continue
+            grouped = f"{item.nodeid}@{'_'.join(names)}"
+            if hasattr(item, "_id"):  # pytest >= 9.2
+                from _pytest.nodeid import NodeId
+
+                item._id = NodeId.parse(grouped)
+            else:
+                item._nodeid = grouped
+
 
 # -- results gathering (runs on the xdist controller, or in the single process) ----------------------
 

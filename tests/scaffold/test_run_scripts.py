@@ -29,6 +29,9 @@ def scripts(tmp_path):
         stub = bin_dir / tool
         stub.write_text(f'#!/bin/bash\necho "{tool} $*" >> "{log}"\n')
         stub.chmod(0o755)
+    # the health check succeeds once the backgrounded server has started (recorded its call), as a real one would:
+    # otherwise, under load, the script could reach its EXIT trap and kill the stub before it wrote its line
+    (bin_dir / "curl").write_text(f'#!/bin/bash\necho "curl $*" >> "{log}"\ngrep -q "^vllm " "{log}"\n')
     return out, bin_dir, log, files
 
 
