@@ -76,6 +76,24 @@ def download(version: str) -> Path:
     return archive
 
 
+class CacheSpaceError(OSError):
+    """Too little free disk where a cache entry is about to be built; the message says how much is needed."""
+
+
+def require_free_space(where: Path, need_gib: float, what: str) -> None:
+    """Fail before a multi-GB build starts rather than halfway with pip's ENOSPC (the partial build costs the
+    disk the next step needed). ``where`` may not exist yet: its nearest existing parent is measured."""
+    probe = Path(where)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free_gib = shutil.disk_usage(probe).free / 2**30
+    if free_gib < need_gib:
+        raise CacheSpaceError(
+            f"{what} needs about {need_gib:g} GiB free under {where}, {free_gib:.1f} GiB is free "
+            "(free some space or set OMNITTS_CACHE to a larger disk)"
+        )
+
+
 @contextlib.contextmanager
 def cache_lock(name: str):
     """An exclusive lock on one cache entry, so parallel processes (pytest-xdist workers, two scaffold runs)

@@ -27,7 +27,7 @@ except ImportError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from omnitts.knowledge.engine import OMNI_PLATFORM_PLUGINS_GROUP, EngineRecipe, NoCpuEngine, recipe
-from omnitts.knowledge.releases import cache_lock, cache_root
+from omnitts.knowledge.releases import CacheSpaceError, cache_lock, cache_root, require_free_space
 
 READY = ".omnitts-engine-ready.json"
 REPO = Path(__file__).resolve().parents[2]
@@ -133,6 +133,10 @@ def _build(rec: EngineRecipe, venv: Path, log) -> dict:
     if venv.exists() and not (venv / "bin" / "python").exists():
         shutil.rmtree(venv)
     if not venv.exists():
+        try:
+            require_free_space(venv, rec.disk_gib, f"the engine environment of vLLM-Omni {rec.release}")
+        except CacheSpaceError as exc:
+            raise EngineEnvError(f"engine env: {exc}") from None
         _run("venv", [sys.executable, "-m", "venv", str(venv)], log)
     py = venv / "bin" / "python"
     pip = [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
