@@ -8,8 +8,8 @@ text tokenizer whose special tokens sit at the ids the tiny config names. No wei
 ``load_format="dummy"``.
 
 Only the model's config classes are imported from the tree; nothing of vLLM-Omni is copied here.
-``FEASIBILITY`` records, for every single- and two-stage TTS model of 0.30.0 looked at, why it can or cannot run
-without a download (read from the tree's code; see docs/upstream_models.md).
+``omnitts.knowledge.upstream`` records, per release, why each upstream TTS model can or cannot run without a
+download, and what a buildable one imports beyond the engine environment (docs/upstream_models.md).
 """
 
 from __future__ import annotations
@@ -19,53 +19,9 @@ import json
 import sys
 from pathlib import Path
 
-# Why each upstream TTS model of 0.30.0 can (or cannot) be built here without a download.
-FEASIBILITY: dict[str, str] = {
-    "qwen3_tts": "buildable: config classes in the tree (Qwen3TTSConfig, Qwen3TTSTokenizerV2Config/MimiConfig); "
-    "speech_tokenizer/ config + Encodec feature extractor written by code; two stages (talker + code2wav)",
-    "moss_tts_nano": "needs a download: __init__ calls AutoModelForCausalLM.from_pretrained(trust_remote_code=True) "
-    "and AutoModel.from_pretrained for the MOSS audio tokenizer, i.e. the hub repo's own modeling code",
-    "voxcpm2": "needs a download: __init__ calls VoxCPM.from_pretrained from the `voxcpm` PyPI package "
-    "unconditionally (its comment: load_format=dummy still pays for it)",
-    "gepard": "needs a download at the first decode: NeMo (`nemo_toolkit`) and its NanoCodec checkpoint "
-    "(NanoCodec.load -> from_pretrained(codec_id))",
-    "fish_speech": "needs the hub tokenizer: AutoTokenizer.from_pretrained(trust_remote_code=True) with the "
-    "model's semantic-token vocabulary; two stages",
-    "omnivoice": "diffusion stage; loads the Higgs audio tokenizer with from_pretrained",
-    "glm_tts": "needs a Whisper speech-tokenizer checkpoint (voice_clone.py: WhisperConfig.from_pretrained)",
-    "breeze_tts_2": "not on this CPU engine: __init__ raises unless async_chunk=True (the hand-over that stalls on "
-    "CPU) and the text encoder captures a torch.cuda.CUDAGraph with no eager fallback",
-    "audio8_tts": "async-chunk hand-over only (no sync_process_input_func: the CPU stall) and the codec decoder "
-    "torch.loads a codec checkpoint from the model directory (hub download when absent)",
-    "ming_tts": "buildable: MingDenseConfig in the tree (dense Qwen2 llm_config, DiT/aggregator, nested "
-    "AudioVAEConfig); widths pinned by validate_ming_tts_config (hidden 896, vocab 151936, DiT 1024) so only depths "
-    "shrink; tokenizer with constants.py's Qwen2 ids; x-transformers (a declared dependency the engine venv lacks) "
-    "from EXTRA_DEPS; two stages (LLM+flow, audio VAE) with the sync hand-over llm2audio_vae",
-    "higgs_audio_v3": "next most feasible, not attempted: the code2wav stage is written for load_format=dummy "
-    "(_ensure_codec_loaded reads tied.embedding.modality_embeddings.0.model.* tensors from the model dir's "
-    "*.safetensors), so a codec safetensors (RVQ 1024x64 codebooks, fc2, a DAC decoder with hard-coded 1024 hidden) "
-    "would have to be written by code; HiggsAudioV3Config is in the tree; the MLP CUDA graph is gated on is_cuda",
-    "cosyvoice3": "not on this engine env: cosyvoice3.py imports onnxruntime (absent from the engine venv) and its "
-    "construction opens a campplus.onnx speaker model from the model dir (an ONNX file, unconditionally without "
-    "TensorRT); its llm.pt/flow.pt/hift.pt torch.loads sit in load_weights, which load_format=dummy skips",
-    "indextts2": "needs a download: the s2mel decoder calls BigVGAN.from_pretrained(vocoder_name) (a hub id) and "
-    "torch.loads s2mel/stat checkpoints; BigVGAN and DiT CUDA-graph wrappers",
-    "moss_tts": "needs a download: the codec stage builds MOSS-Audio-Tokenizer from codec_model_name_or_path "
-    "(default the hub id OpenMOSS-Team/MOSS-Audio-Tokenizer) and loads its weights with a second DefaultModelLoader "
-    "(no dummy path); streaming CUDA-graph decoder only with async_chunk",
-    "step_audio2": "needs files a download brings: token2wav's first use (_ensure_models_loaded) loads the "
-    "speech_tokenizer_v2_25hz.onnx (s3tokenizer), campplus.onnx (onnxruntime), flow.yaml (hyperpyyaml) and "
-    "torch.loads flow.pt/hift.pt from <model>/token2wav (snapshot_download when not local)",
-    "auk": "needs checkpoint files at construction: the encoder stage reads auk.safetensors (layer-fusion tensors) "
-    "with safe_open, is a Qwen2.5-Omni thinker with its multimodal processor, and stage 1 is an inline diffusion "
-    "pipeline (AuKPipeline) with its own weights",
-    "audex": "needs a download: checkpoint.py resolves with hf_hub_download/snapshot_download, the X-codec with "
-    "AutoConfig(trust_remote_code=True)",
-    "higgs_audio_v2": "needs a download: code2wav resolves the audio tokenizer with snapshot_download/from_pretrained",
-    "covo_audio": "needs a download: code2wav resolves its audio tokenizer with snapshot_download/from_pretrained",
-    "mimo_audio": "needs a download: code2wav resolves its audio tokenizer with snapshot_download/from_pretrained",
-    "voxtral_tts": "needs a download: voice embeddings fetched with hf_hub_download",
-}
+from omnitts.knowledge import upstream
+from omnitts.knowledge.layout import tree_version
+from omnitts.knowledge.releases import cache_lock, cache_root
 
 # Text-side special tokens of the tiny Qwen3-TTS: ids right after the 256 byte tokens.
 _QWEN3_SPECIALS = {
@@ -364,38 +320,34 @@ def _drop_unaccepted_keys(path: Path, key: str, sub_config) -> None:
 
 BUILDERS = {"qwen3_tts": _qwen3_tts, "ming_tts": _ming_tts}
 
-# Dependencies a model imports that the engine environment (built from vLLM-Omni's offline and serving imports)
-# lacks: installed without theirs into $OMNITTS_CACHE/upstream-deps/<model>, put first on the engine's path.
-# Ming-TTS: vllm_omni-0.30.0's METADATA requires x-transformers>=2.12.2 (common/ming/{aggregator,cfm_dit,
-# dit_blocks}.py import it); the other three are what pip resolves for it next to the engine venv.
-EXTRA_DEPS = {
-    "ming_tts": ("x-transformers==2.31.10", "einx==0.4.3", "torch-einops-utils==0.2.0", "frozendict==2.5.1"),
-}
 
-
-def _extra_deps(model: str, out: Path) -> dict:
-    if model not in EXTRA_DEPS:
+def _extra_deps(release: str | None, model: str) -> dict:
+    """Install (once, cached) what the model imports and the engine environment lacks; its folder goes first on
+    the engine's path."""
+    pins = upstream.extra_deps(release, model)
+    if not pins:
         return {}
-    import os
     import subprocess
 
-    cache = Path(os.environ.get("OMNITTS_CACHE") or out.parent)
-    target = cache / "upstream-deps" / model
-    if not (target / ".complete").is_file():
-        pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps"]
-        proc = subprocess.run([*pip, "--target", str(target), *EXTRA_DEPS[model]], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise SystemExit(f"upstream: installing {model}'s extra dependencies failed: {proc.stderr[-2000:]}")
-        (target / ".complete").write_text("\n".join(EXTRA_DEPS[model]) + "\n")
+    target = cache_root() / "upstream-deps" / f"{model}-{release}"
+    with cache_lock(f"upstream-deps-{model}-{release}"):
+        if not (target / ".complete").is_file():
+            pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps"]
+            proc = subprocess.run([*pip, "--target", str(target), *pins], capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise SystemExit(f"upstream: installing {model}'s extra dependencies failed: {proc.stderr[-2000:]}")
+            (target / ".complete").write_text("\n".join(pins) + "\n")
     return {"extra_path": str(target)}
 
 
 def build(tree: Path, model: str, out: Path) -> dict:
+    release = tree_version(tree)
     if model not in BUILDERS:
-        raise SystemExit(f"upstream: no tiny builder for {model!r} ({FEASIBILITY.get(model, 'not surveyed')})")
+        raise SystemExit(f"upstream: no tiny builder for {model!r} ({upstream.feasibility(release, model)})")
     sys.path.insert(0, str(tree))
     out.mkdir(parents=True, exist_ok=True)
-    info = {"dir": str(out), "model": model, "load_format": "dummy", **_extra_deps(model, out), **BUILDERS[model](out)}
+    info = {"dir": str(out), "model": model, "load_format": "dummy", **_extra_deps(release, model)}
+    info.update(BUILDERS[model](out))
     (out / "omnitts_upstream.json").write_text(json.dumps(info, indent=1))
     return info
 
