@@ -39,6 +39,8 @@ EXPECTED = {  # engine checks per tier (validators/checks/test_engine_tier.py)
         "test_engine_server_concurrent_equals_solo",
         "test_engine_server_bad_requests_get_4xx",
         "test_engine_server_disconnect_frees_state",
+        "test_engine_server_no_growth_in_worker",
+        "test_engine_server_host_syncs_in_worker",
     },
 }
 

@@ -59,7 +59,11 @@ EXPECTED_FAILURES = {
         "test_engine_server_disconnect_frees_state": (
             f"{HOLDER}_prompt_lengths still holds",
             f"{HOLDER}_stream_gens still holds",
-        )
+        ),
+        # The server's max_new_tokens is the model's own cap (the adapter passes it in additional_information):
+        # each request reaches its last chunk, which drops its _stream_gens entry; only _prompt_lengths grows.
+        "test_engine_server_no_growth_in_worker": (f"{HOLDER}_prompt_lengths: ",),
+        "test_engine_server_host_syncs_in_worker": ("in generate_chunk: if stop.item():",),
     },
 }
 

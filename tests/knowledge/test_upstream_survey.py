@@ -16,7 +16,8 @@ def test_every_builder_is_a_model_the_survey_calls_buildable():
 def test_extra_dependencies_are_exact_pins():
     for release, models in upstream.EXTRA_DEPS.items():
         for model, pins in models.items():
-            assert pins and all(re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.]*", pin) for pin in pins), model
+            exact = [re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.]*", pin) for pin in pins]
+            assert pins and all(exact), (release, model)
 
 
 def test_unknown_release_or_model_is_said_not_guessed():

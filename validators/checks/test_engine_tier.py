@@ -209,13 +209,18 @@ def test_engine_offline_host_syncs_in_worker(engine, record):
     """I3 in the engine's worker: no host sync in the model's calls during steady-state steps (every scheduled
     request decoding), the harness's budget; the spy (dispatch spy + tensor method wrappers on CPU,
     ``torch.cuda.set_sync_debug_mode`` on CUDA) is armed after warm-up."""
+    _judge_syncs(_worker(engine)["syncs"], record, "worker")
+
+
+def _judge_syncs(reports: list[dict], record, who: str) -> None:
+    """I3 from the workers' sync reports (``omnitts_sync_report``): over the harness's budget in a steady-state step
+    (every scheduled request decoding) fails, naming the model's lines that synced."""
     from omnitts.validators.runtime.subject import SYNC_BUDGET_PER_REQUEST_STEP as budget
 
-    reports = _worker(engine)["syncs"]
     problems, sites, steady_steps, suppressed = [], {}, 0, set()
     for rep in reports:
         if "error" in rep:
-            pytest.fail(f"I3 (worker): {rep['error']}", pytrace=False)
+            pytest.fail(f"I3 ({who}): {rep['error']}", pytrace=False)
         steady = rep["steady"]
         steady_steps += len(steady)
         for kind, steps, events in (
@@ -239,9 +244,9 @@ def test_engine_offline_host_syncs_in_worker(engine, record):
         sites=[site for site, _ in worst],
         suppressed_sites=sorted(suppressed)[:10],
     )
-    assert steady_steps, "I3 (worker): no steady-state (all-decode) step ran with the spy armed"
+    assert steady_steps, f"I3 ({who}): no steady-state (all-decode) step ran with the spy armed"
     assert not problems, (
-        f"I3 (worker): {'; '.join(problems)} (budget {budget} per request and step). Lines that synced:\n  "
+        f"I3 ({who}): {'; '.join(problems)} (budget {budget} per request and step). Lines that synced:\n  "
         + "\n  ".join(f"{n}x {site}" for site, n in worst)
     )
 
@@ -399,6 +404,75 @@ def test_engine_server_disconnect_frees_state(engine, record):
     assert new, "I5 (server): the request never reached the worker"
     assert settled, "I5 (server): the engine did not report the left request finished to the worker within 30 s"
     assert not held, "I5 (server): per-request entries survive the client's disconnect:\n  " + "\n  ".join(held)
+
+
+def _server_state(server, wait: float = 30.0) -> dict:
+    """The workers' state once every request they were given has been reported finished to them (offline's
+    ``_settled_state``, through the server's ``/collective_rpc``)."""
+    import time
+
+    deadline = time.monotonic() + wait
+    while True:
+        workers = server.rpc("omnitts_state")
+        settled = all(set(w["seen"]) <= set(w["finished"]) for w in workers)
+        if settled or time.monotonic() > deadline:
+            return {"workers": workers, "settled": settled}
+        time.sleep(0.25)
+
+
+@pytest.mark.omnitts_engine("server")
+@pytest.mark.omnitts_check(checkids.I3_HOST_SYNCS)
+def test_engine_server_host_syncs_in_worker(engine, record):
+    """I3 in the served engine's worker: the spy armed after a warm-up request (``/collective_rpc``), then 4
+    requests at once through ``/v1/audio/speech``; the offline check's budget and report."""
+    from omnitts.validators.engine.pytest_options import TEXTS
+
+    server = _server(engine)
+    status, _, body = _speech(server, {"input": TEXTS[0], "response_format": "pcm"})
+    assert status == 200, f"warm-up: HTTP {status}: {body[:300]!r}"
+    server.rpc("omnitts_sync_arm")
+    got: dict[int, int] = {}
+
+    def ask(i: int, text: str) -> None:
+        got[i] = _speech(server, {"input": text, "response_format": "pcm"})[0]
+
+    threads = [threading.Thread(target=ask, args=(i, t)) for i, t in enumerate(TEXTS[:4])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    reports = server.rpc("omnitts_sync_report")
+    assert all(got.get(i) == 200 for i in range(len(threads))), f"I3 (server): statuses {got}"
+    _judge_syncs(reports, record, "server worker")
+
+
+@pytest.mark.omnitts_engine("server")
+@pytest.mark.omnitts_check(checkids.I5_NO_GROWTH)
+def test_engine_server_no_growth_in_worker(engine, record):
+    """I5 in the served engine's worker: the model's containers hold no more after 100 sequential requests (3 new
+    tokens each) than after 1."""
+    from omnitts.validators.engine.pytest_options import TEXTS
+    from omnitts.validators.runtime.state import footprint_of, growth
+
+    server, n = _server(engine), 100
+    statuses = []
+    statuses.append(_speech(server, {"input": TEXTS[0], "response_format": "pcm", "max_new_tokens": 3})[0])
+    base = _server_state(server)
+    for i in range(1, n):
+        body = {"input": TEXTS[i % len(TEXTS)], "response_format": "pcm", "max_new_tokens": 3}
+        statuses.append(_speech(server, body)[0])
+    after = _server_state(server)
+    assert statuses.count(200) == n, f"I5 (server): {n - statuses.count(200)} of {n} requests failed: {statuses[:10]}"
+    grew, seen = [], 0
+    for b, a in zip(base["workers"], after["workers"], strict=True):
+        grew += growth(footprint_of(_containers(b)), footprint_of(_containers(a)))
+        seen += len(a["seen"]) - len(b["seen"])
+    record(requests=n, seen_between=seen, settled=after["settled"])
+    assert seen >= n - 1, f"I5 (server worker): {seen} requests reached the worker between the snapshots"
+    assert not grew, (
+        f"I5 (server worker): model state grows over {n} sequential requests (after request 1 -> after request {n}):"
+        "\n  " + "\n  ".join(grew[:10])
+    )
 
 
 BAD_REQUESTS = {
