@@ -25,19 +25,12 @@ from pathlib import Path
 import pytest
 
 from .conftest import RELEASE, scaffold
+from .test_engine_tier import EXPECTED
 
 pytestmark = pytest.mark.engine
 
 REPO = Path(__file__).resolve().parents[2]
-OFFLINE_CHECKS = {
-    "test_engine_offline_duration_and_sr",
-    "test_engine_offline_concurrent_equals_solo",
-    "test_engine_offline_text_reaches_the_model",
-    "test_engine_offline_example_runs",
-    "test_engine_offline_state_freed_in_worker",
-    "test_engine_offline_no_growth_in_worker",
-    "test_engine_offline_host_syncs_in_worker",
-}
+OFFLINE_CHECKS = EXPECTED["offline"]
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +114,7 @@ def test_checkpoint_without_weights_serves_with_dummy_weights(prebuilt, tmp_path
     tree, name, _, bare = prebuilt
     proc, outcome = _validators(tmp_path, tree, name, "--checkpoint", str(bare), "--dummy-weights", tier="server")
     assert proc.returncode == 0, proc.stdout[-6000:]
-    assert len(outcome) == 5 and set(outcome.values()) == {"passed"}, outcome
+    assert set(outcome) == EXPECTED["server"] and set(outcome.values()) == {"passed"}, outcome
     assert _engine_config(tmp_path, name, "server.log") == (str(bare), "dummy")
 
 
