@@ -6,7 +6,7 @@ from pathlib import Path
 
 from setuptools import find_namespace_packages, setup
 
-ROOTS = ("knowledge", "scaffold", "validators", "reference_models")
+ROOTS = ("console", "knowledge", "scaffold", "validators", "reference_models")
 DATA = ["*.j2", "*.jinja", "*.json", "*.yaml", "*.yml", "*.md", "*.txt", "*.sh", "*.pt", "*.npz", "*.toml"]
 
 packages: list[str] = []

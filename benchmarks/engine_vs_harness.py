@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import engine_mutants as em  # noqa: E402
 
-HARNESS_SAME = "test_i1_duration_and_sr or test_i4_concurrent_equals_solo or test_i2_consumer_forms"
+HARNESS_SAME = "i1.duration_and_sr or i4.concurrency or i2.consumer_forms"
 SHARED = ("i1.duration_and_sr", "i4.concurrency", "i2.consumer_forms")
 
 
@@ -105,9 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     tree = em.scaffold(args.work)
     harness_py = em.harness_python(args.work)
-    from omnitts.validators.engine.pytest_options import _model_dir_cache
+    from omnitts.validators.engine.session import model_dir_cache
 
-    cached = _model_dir_cache(tree, em.MODEL, "0.30.0").is_dir()
+    cached = model_dir_cache(tree, em.MODEL, "0.30.0").is_dir()
     runs = {
         "harness (same checks)": _session(harness_py, tree, "harness", args.work / "harness", ["-k", HARNESS_SAME]),
         "engine offline": _session(Path(sys.executable), tree, "offline", args.work / "offline", []),

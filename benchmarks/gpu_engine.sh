@@ -9,6 +9,7 @@
 #   bash benchmarks/gpu_engine.sh setup SHA256 DIR   # join the parts, check the sha256, extract to /tmp/site,
 #                                                    # overlay DIR/overlay.tar (the scaffolded models' files)
 #   OUT=... bash benchmarks/gpu_engine.sh run MODEL:TIER [MODEL:TIER ...]
+#   (ENGINE_ARGS="--checkpoint DIR --dummy-weights ...": more pytest arguments for every session, no spaces inside one)
 #
 # Making the carry and the overlay on the CPU machine: benchmarks/results/gpu-engine-0.30.0/README.md.
 set -uo pipefail
@@ -48,9 +49,10 @@ case "$phase" in
     cat "$OUT/env.txt"
     cd "$REPO"
     one() {  # one pytest validators session; its line in summary.txt
-      local model="${1%%:*}" tier="${1##*:}" started=$SECONDS rc
+      local model="${1%%:*}" tier="${1##*:}" started=$SECONDS rc extra=()
+      [ -n "${ENGINE_ARGS:-}" ] && read -ra extra <<< "$ENGINE_ARGS"  # e.g. --checkpoint DIR --dummy-weights
       "$PY" -m pytest validators --omni-root "$SITE" --model "$model" --engine "$tier" --device cuda \
-        --omnitts-out "$OUT/$model-$tier" -q -rA -p no:cacheprovider > "$OUT/engine-$model-$tier.log" 2>&1
+        --omnitts-out "$OUT/$model-$tier" -q -rA -p no:cacheprovider "${extra[@]}" > "$OUT/engine-$model-$tier.log" 2>&1
       rc=$?
       echo "$model $tier: exit $rc, $((SECONDS - started)) s, $(tail -1 "$OUT/engine-$model-$tier.log")" \
         | tee -a "$OUT/summary.txt"

@@ -6,7 +6,7 @@
 #   OUT=/some/dir GPUS=0,1 bash benchmarks/gpu_placement.sh     # two GPUs (nvidia-h200-x2): 4 workers, stages split
 #
 # Same set-up as benchmarks/gpu_validators.sh (no pip install of this repo: a symlink shim maps the folders onto
-# omnitts.*). Writes $OUT/env.txt, $OUT/pytest.log, $OUT/matrix/{results.json,checklist.md,...} and
+# omnitts.*). Writes $OUT/env.txt, $OUT/pytest.log, $OUT/matrix/harness-<time>/{results.json,checklist.md,...} and
 # $OUT/summary.txt, whose last line is PLACEMENT OK or PLACEMENT FAILED (exit status 0 / 1).
 set -uo pipefail
 
@@ -42,7 +42,7 @@ cd "$REPO"
 echo "pytest exit $? (1 expected: the seeded mutant fails device.placement)" | tee -a "$OUT/env.txt"
 tail -25 "$OUT/pytest.log"
 
-"$PY" - "$OUT/matrix/results.json" "$NGPU" <<'EOF' | tee "$OUT/summary.txt"
+"$PY" - "$(ls -d "$OUT"/matrix/harness-*/ | tail -1)results.json" "$NGPU" <<'EOF' | tee "$OUT/summary.txt"
 import json
 import sys
 

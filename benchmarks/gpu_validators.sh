@@ -7,7 +7,7 @@
 # soundfile/libcst/cookiecutter/ruff/vllm and no pip install of this repo): the repo folders are mapped onto the
 # omnitts.* namespace with a symlink shim; validators/conftest.py loads the pytest plugin. WAVs fall back to the stdlib
 # `wave` writer when soundfile is absent. Writes:
-#   $OUT/validators/{results.json,checklist.md,checklist.json,wav/...}   the suite with --device cuda
+#   $OUT/validators/harness-<time>/{results.json,checklist.md,checklist.json,wav/...}   the suite with --device cuda
 #   $OUT/harness_overhead.json                                          harness vs bare loop on CUDA
 #   $OUT/summary.md, $OUT/summary.json                                  host syncs, RTF/TTFA, CUDA-graph speedup
 #   $OUT/env.txt, $OUT/pytest.log
@@ -26,6 +26,11 @@ mkdir -p "$SHIM/omnitts"
 for d in knowledge validators reference_models templates scaffold; do
   [ -d "$REPO/$d" ] && ln -s "$REPO/$d" "$SHIM/omnitts/$d"
 done
+# the reference models' catalog as an entry point (the plugin finds catalogs by entry point; the shim is no install)
+mkdir -p "$SHIM/omnitts_shim-0.0.dist-info"
+printf 'Metadata-Version: 2.1\nName: omnitts-shim\nVersion: 0.0\n' > "$SHIM/omnitts_shim-0.0.dist-info/METADATA"
+printf '[omnitts.model_catalogs]\nreference = omnitts.reference_models.names\n' \
+  > "$SHIM/omnitts_shim-0.0.dist-info/entry_points.txt"
 export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}"
 export OMNITTS_CACHE_DIR="${OMNITTS_CACHE_DIR:-$OUT/.cache}"
 
@@ -51,7 +56,7 @@ import json, sys
 from pathlib import Path
 
 out = Path(sys.argv[1])
-res = json.loads((out / "validators" / "results.json").read_text())
+res = json.loads(sorted((out / "validators").glob("harness-*/results.json"))[-1].read_text())  # the run's folder
 rows, summary = [], {"device": res.get("device"), "models": {}}
 for model, info in sorted(res["models"].items()):
     m = info["metrics"]
@@ -67,6 +72,7 @@ for model, info in sorted(res["models"].items()):
         "suppressed_syncs": (i3.get("suppressed_syncs") or 0) + (i3.get("cuda_sync_debug_suppressed") or 0),
         "steady_steps": i3.get("steady_steps"),
         "sync_sites": i3.get("sites"),
+        "steady_sync_sites": i3.get("steady_sites"),  # every steady-step sync with its line and owner
         "rtf_mean": perf.get("rtf_mean"), "rtf_max": perf.get("rtf_max"), "ttfa_ms_max": perf.get("ttfa_ms_max"),
         "cuda_graph_tokens_equal": graph.get("tokens_equal"), "cuda_graph_speedup": graph.get("speedup"),
         "cuda_graph_forward_speedup": graph.get("forward_speedup"),

@@ -30,14 +30,24 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 
 
+def catalogs() -> tuple:
+    """The installed model catalogs; the reference models' own where none is registered (the GPU machine's shim of
+    the repo's folders has no entry points)."""
+    import importlib
+
+    from omnitts.validators.runtime.catalogs import installed
+
+    return installed() or (importlib.import_module("omnitts.reference_models.names"),)
+
+
 def _replay(models, calls, read_tokens: bool = False):
     """Replay the recorded model-side calls. ``read_tokens``: also read each step's sampled tokens back to the host,
     as every AR loop must (its next input depends on them); without it the device can overlap steps that no real
     runner can overlap, so on CUDA the pure replay is a lower bound rather than a runner."""
     with torch.inference_mode():
         for stage, method, args, kwargs in calls:
-            if stage == "proc":
-                method(*args)
+            if stage == "proc":  # the stage input processor, called with keywords as the release's adapter calls it
+                method(*args, **kwargs)
             elif method == "__call__":
                 models[stage](*args, **kwargs)
             else:
@@ -47,13 +57,13 @@ def _replay(models, calls, read_tokens: bool = False):
 
 
 def measure(name: str, repeats: int, device: str) -> dict:
-    from omnitts.validators.runtime.harness import Engine
+    from omnitts.validators.runtime.harness import Harness
     from omnitts.validators.runtime.loaders import load_subject
     from omnitts.validators.runtime.scenarios import compositions
 
-    sub = load_subject(name, device=device)
+    sub = load_subject(name, catalogs(), device=device)
     plans, kw = compositions(sub)["all_at_once"]
-    rec = Engine(sub, device=device, record_calls=True, **kw)
+    rec = Harness(sub, device=device, record_calls=True, **kw)
     rec.run(copy.deepcopy(plans), "record")
     calls = rec.recorder
     clock = time.perf_counter if device == "cuda" else time.process_time
@@ -77,13 +87,13 @@ def measure(name: str, repeats: int, device: str) -> dict:
             gc.enable()
 
     def run_harness():
-        eng = Engine(sub, device=device, **kw)  # fresh models, built outside the timer
+        eng = Harness(sub, device=device, **kw)  # fresh models, built outside the timer
         p = copy.deepcopy(plans)
         timed("harness", lambda: eng.run(p, "timed"))
         inrun.append((walls["harness"][-1] - eng.model_seconds) / eng.model_seconds)
 
     def run_replay(kind, read_tokens):
-        models = Engine(sub, device=device, **kw).models
+        models = Harness(sub, device=device, **kw).models
         replay = copy.deepcopy(calls)
         timed(kind, lambda: _replay(models, replay, read_tokens))
 

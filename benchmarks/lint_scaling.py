@@ -1,7 +1,7 @@
 """Lint time per MB of one file, from 100 KB to 5 MB: omnitts-lint must stay linear in file size.
 
 For each file shape and size, one generated Python file is linted in a fresh process with every rule
-(`omnitts.validators.static.engine.lint_source`, the per-file path the CLI takes, no cache), and the
+(`omnitts.validators.static.linter.lint_source`, the per-file path the CLI takes, no cache), and the
 peer, a bare `ast.parse` of the same bytes, is timed in the same process right before. Reported: CPU
 seconds (the shared development box is often loaded; wall time is printed too), seconds per MB, the
 ratio lint / ast.parse, and the growth of seconds-per-MB from the smallest to the largest size (1.0 =
@@ -136,15 +136,15 @@ def build(shape: str, size: int, tree: Path | None) -> str:
 # Runs in a fresh interpreter per measurement: parse peer first, then the lint, CPU and wall time.
 _MEASURE = r"""
 import ast, json, sys, time
-from omnitts.validators.static import engine
+from omnitts.validators.static import linter
 from omnitts.knowledge.treefacts import TreeFacts
 path = sys.argv[1]
 data = open(path, "rb").read()
-rules = engine.select_rules(None)
+rules = linter.select_rules(None)
 c0, w0 = time.process_time(), time.perf_counter()
 ast.parse(data)
 c1, w1 = time.process_time(), time.perf_counter()
-found, _ = engine.lint_source(path, "vllm_omni/model_executor/models/big/big.py", data, TreeFacts(), rules)
+found, _ = linter.lint_source(path, "vllm_omni/model_executor/models/big/big.py", data, TreeFacts(), rules)
 c2, w2 = time.process_time(), time.perf_counter()
 crash = [f.message for f in found if f.rule in ("OMNI-META-001", "OMNI-META-004")]
 print(json.dumps({"parse_cpu": c1 - c0, "parse_wall": w1 - w0, "lint_cpu": c2 - c1, "lint_wall": w2 - w1,

@@ -105,6 +105,34 @@ def precommit_files(models: Path, n: int = 20) -> list[str]:
     return [str(p) for p in files[::step][:n]]
 
 
+def peer_env(src: Path) -> dict:
+    """An environment whose `omnitts.*` packages are those of the checkout ``src`` (a path entry ahead of this
+    checkout's editable install, mapping its top-level folders as setup.py does)."""
+    shim = Path(tempfile.mkdtemp(prefix="omnitts-bench-peer-")) / "omnitts"
+    shim.mkdir()
+    for name in ("knowledge", "reference_models", "scaffold", "templates", "validators"):
+        if (src / name).is_dir():
+            (shim / name).symlink_to((src / name).resolve())
+    return {**os.environ, "PYTHONPATH": str(shim.parent)}
+
+
+def interleaved(target: Path, lint: list[str], py: str, peer: Path, args) -> dict[str, float]:
+    """Median of --repeat rounds, each round ast.parse, this checkout's cold lint and the peer's, in turn."""
+    env = peer_env(peer)
+    probe = [py, "-c", "import omnitts.validators.static.cli as m; print(m.__file__)"]
+    where = subprocess.run(probe, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    if not where.startswith(str(env["PYTHONPATH"])):
+        raise RuntimeError(f"the peer checkout is not the one imported: {where}")
+    cmd = [str(target), "--no-cache", "--jobs", str(args.jobs), "--format", "json", "--no-baseline"]
+    times: dict[str, list[float]] = {"ast.parse, interleaved": [], "omnitts-lint cold, interleaved": []}
+    times[f"peer omnitts-lint cold ({peer})"] = []
+    for _ in range(args.repeat):
+        times["ast.parse, interleaved"].append(run([py, "-c", AST_LOOP, str(target)]))
+        times["omnitts-lint cold, interleaved"].append(run([*lint, *cmd]))
+        times[f"peer omnitts-lint cold ({peer})"].append(run([*lint, *cmd], env))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tree", help="an extracted vllm-omni release (default: fetch --version from PyPI)")
@@ -115,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", default="", help="comma-separated: fixit,torchfix,ruff")
     ap.add_argument("--tool-venv", default=str(Path(tempfile.gettempdir()) / "omnitts-bench-tools"))
     ap.add_argument("--out", help="write a markdown report here")
+    ap.add_argument(
+        "--peer-src",
+        help="another omnitts checkout (e.g. a worktree of main): its cold lint is timed interleaved with this "
+        "checkout's and ast.parse, one round each in turn, so that a busy shared machine slows all three alike",
+    )
     args = ap.parse_args(argv)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
 
@@ -139,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         r: dict[str, float | None] = {}
         print(f"[{key}] {counts[key]} files", file=sys.stderr)
         r["ast.parse (1 process)"] = timed([py, "-c", AST_LOOP, str(target)], args.repeat)
+        if args.peer_src:
+            r.update(interleaved(target, lint, py, Path(args.peer_src), args))
         r["omnitts-lint cold"] = timed(
             [*lint, str(target), "--no-cache", "--jobs", str(args.jobs), "--format", "json", "--no-baseline"],
             args.repeat,
@@ -241,6 +276,18 @@ def render(rows, pre, counts, tools, args) -> str:
         f"({'met' if pkg['omnitts-lint warm (cache)'] < 0.5 else 'NOT met'})",
         f"- 20-file pre-commit < 1 s: {pre['omnitts-lint, 20 files, cold']:.2f} s "
         f"({'met' if pre['omnitts-lint, 20 files, cold'] < 1.0 else 'NOT met'})",
+    ]
+    peer = next((n for n in pkg if n.startswith("peer omnitts-lint cold")), None)
+    if peer:
+        out += ["", "Interleaved rounds (ast.parse, this checkout, the peer in turn; ratios within the same rounds):"]
+        for k in ("package", "models"):
+            r = rows[k]
+            mine, ref = r["omnitts-lint cold, interleaved"], r["ast.parse, interleaved"]
+            out.append(
+                f"- {k}: this checkout {mine / ref:.2f}x ast.parse, the peer {r[peer] / ref:.2f}x; "
+                f"this checkout / peer = {mine / r[peer]:.2f}x"
+            )
+    out += [
         "",
         "Tools: " + ", ".join(f"{k}={'missing' if v is None else Path(v).name}" for k, v in tools.items()),
     ]

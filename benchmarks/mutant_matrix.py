@@ -66,11 +66,15 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if args.jobs not in ("0", "1"):
         cmd += ["-n", args.jobs]
+    from omnitts.validators.runtime.results import latest_run, runs
+
+    before = {path for path, _ in runs(out)}
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env={**os.environ})
     wall = time.perf_counter() - t0
     tail = "\n".join(proc.stdout.splitlines()[-3:])
-    results_path = out / "results.json"
+    run = latest_run(out, "harness")  # this run's folder under the results folder (not an earlier run's)
+    results_path = run / "results.json" if run is not None and run not in before else out / "missing.json"
     if not results_path.is_file():
         sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
         return 2

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from omnitts.scaffold.cli import main as scaffold
+from omnitts.scaffold import cli
 from omnitts.scaffold.naming import PATTERNS
 
 try:  # the release cache moved into the knowledge layer; the script measures both sides of that move
@@ -46,7 +46,7 @@ def tree_hash(root: Path) -> str:
 def run(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = scaffold(argv)
+        code = cli.main(argv)
     return code, out.getvalue(), err.getvalue()
 
 

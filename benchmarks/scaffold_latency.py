@@ -15,7 +15,7 @@ from pathlib import Path
 
 from omnitts.knowledge.eras import detect_profile
 from omnitts.knowledge.releases import pristine_tree
-from omnitts.scaffold import new as new_mod
+from omnitts.scaffold import new
 from omnitts.scaffold.naming import PATTERNS, make_names
 
 
@@ -33,7 +33,7 @@ def one_run(pristine: Path, pattern: str) -> dict[str, float]:
         phases = {}
         profile, phases["detect era"] = timed(detect_profile, root)
         total_start = time.perf_counter()
-        plan, phases["plan (render + codemods + READMEs)"] = timed(new_mod.plan_new, profile, names)
+        plan, phases["plan (render + codemods + READMEs)"] = timed(new.plan_new, profile, names)
         _, phases["apply (write files)"] = timed(plan.apply)
         phases["total new"] = phases["detect era"] + time.perf_counter() - total_start
         return phases
@@ -52,10 +52,10 @@ def breakdown(pristine: Path, pattern: str) -> dict[str, float]:
     _, out["render pattern template (cookiecutter)"] = timed(render_pattern, pattern, ctx)
     _, out["render shared template (cookiecutter)"] = timed(render_shared, ctx)
     by_file: dict[str, list] = {}
-    for patch in new_mod.shared_file_patches(profile, names):
+    for patch in new.shared_file_patches(profile, names):
         by_file.setdefault(patch.rel, []).append(patch)
     for rel, patches in by_file.items():
-        _, out[f"codemod {Path(rel).name}"] = timed(new_mod._run_file_patches, (patches, read_for_patch(pristine, rel)))
+        _, out[f"codemod {Path(rel).name}"] = timed(new._run_file_patches, (patches, read_for_patch(pristine, rel)))
     return out
 
 

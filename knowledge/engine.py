@@ -35,6 +35,10 @@ class EngineRecipe:
     generation_runner: tuple[str, str] = ("vllm_omni.worker.gpu_generation_model_runner", "GPUGenerationModelRunner")
     worker_mixin: tuple[str, str] = ("vllm_omni.worker.mixins", "OmniWorkerMixin")
     env: dict[str, str] = field(default_factory=dict)
+    # What runs in the environment beside the engine: the tree's own tests (the ones `new` generates: pytest) and
+    # omnitts's harness tier for a tree's model (its static rules parse with libcst; omnitts itself comes from the
+    # overlay). Installed onto a ready environment without rebuilding it, so they are not part of the fingerprint.
+    tools: tuple[str, ...] = ("pytest==9.2.0", "libcst==1.9.0")
     # Disk the built environment takes (measured: 3.7 GiB for 0.30.0, torch and triton 1.7 of it), checked
     # before the build starts.
     disk_gib: float = 4.0
@@ -113,3 +117,36 @@ def stage_device_overrides(release: str, devices: list[str | None]) -> dict[str,
     """
     recipe(release)  # only releases whose engine tier runs here; NoCpuEngine says why not
     return {str(stage): {"devices": str(value)} for stage, value in enumerate(devices) if value is not None}
+
+
+# `vllm-omni serve`'s own bounds on the engine's start-up (0.30.0 `entrypoints/cli/serve.py`: `--init-timeout`, all
+# stages, default 600 s; `--stage-init-timeout`, one stage, default 300 s). Engine starts on one machine queue behind
+# each other (the device init lock), so a caller that waits longer must raise these too, or the server gives up first.
+SERVE_CLI = "vllm_omni/entrypoints/cli/serve.py"
+_SERVE_TIMEOUT_FLAGS = ("--init-timeout", "--stage-init-timeout")
+
+
+def serve_timeout_args(tree, seconds: float) -> list[str]:
+    """The ``vllm-omni serve`` arguments that let the tree's server take ``seconds`` to start: each start-up timeout
+    flag the tree's CLI declares (read from its source), [] where it declares none."""
+    from pathlib import Path
+
+    source = Path(tree, SERVE_CLI)
+    text = source.read_text(encoding="utf-8") if source.is_file() else ""
+    return [arg for flag in _SERVE_TIMEOUT_FLAGS if f'"{flag}"' in text for arg in (flag, str(int(seconds)))]
+
+
+# The offline ``Omni(...)``'s same bounds, keyword arguments popped by the tree's ``entrypoints/omni_base.py``
+# (0.18.0-0.30.0: ``init_timeout``, default 600 s; ``stage_init_timeout``, default 300 s).
+OMNI_BASE = "vllm_omni/entrypoints/omni_base.py"
+_OMNI_TIMEOUT_KEYS = ("init_timeout", "stage_init_timeout")
+
+
+def omni_timeout_kwargs(tree, seconds: float) -> dict[str, int]:
+    """The ``Omni(...)`` keyword arguments that let the tree's offline engine take ``seconds`` to start: each start-up
+    timeout the tree's ``Omni`` reads (from its source), {} where it reads none."""
+    from pathlib import Path
+
+    source = Path(tree, OMNI_BASE)
+    text = source.read_text(encoding="utf-8") if source.is_file() else ""
+    return {key: int(seconds) for key in _OMNI_TIMEOUT_KEYS if f'kwargs.pop("{key}"' in text}

@@ -91,3 +91,20 @@ def find_model_root(path: Path) -> Path | None:
         if (cand / "models").is_dir() and (cand / "deploy").is_dir() and not (cand / PKG).exists():
             return cand
     return None
+
+
+# One model's files in a tree (``root`` the tree, ``name`` the model package, ``model_type`` its deploy yaml's stem).
+def model_package(root: Path, name: str) -> Path:
+    return Path(root) / MODELS / name
+
+
+def offline_example(root: Path, name: str) -> Path:
+    return Path(root) / EXAMPLES_OFFLINE / TTS_HUB / name / "end2end.py"
+
+
+def deploy_config(root: Path, model_type: str) -> Path:
+    return Path(root) / DEPLOY / f"{model_type}.yaml"
+
+
+def stage_input_processor(root: Path, name: str) -> Path:
+    return Path(root) / PROCESSORS / f"{name}.py"

@@ -83,10 +83,10 @@ class CacheSpaceError(OSError):
 def require_free_space(where: Path, need_gib: float, what: str) -> None:
     """Fail before a multi-GB build starts rather than halfway with pip's ENOSPC (the partial build costs the
     disk the next step needed). ``where`` may not exist yet: its nearest existing parent is measured."""
-    probe = Path(where)
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    free_gib = shutil.disk_usage(probe).free / 2**30
+    existing = Path(where)
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    free_gib = shutil.disk_usage(existing).free / 2**30
     if free_gib < need_gib:
         raise CacheSpaceError(
             f"{what} needs about {need_gib:g} GiB free under {where}, {free_gib:.1f} GiB is free "

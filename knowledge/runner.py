@@ -25,8 +25,13 @@ relative to the release tree; docs/validators.md has the table):
 * consolidation: which era of ``OmniRequestState._consolidate_multimodal_tensors`` the release runs
   (``omnitts.validators.runtime.consolidation`` re-implements each era).
 
+* per-step hooks: every model method the runner calls on every engine step, with how it calls it
+  (``per_step_hooks(version)``, the ``STEP_HOOKS`` table; the one source of hook names for the rest
+  of omnitts).
+
 API: ``contract_for(version_or_tree, model_runner=None)`` -> :class:`RunnerContract`;
-``consolidation_era(version)``; ``preprocess_id_keys(tree)``, ``chunk_processor_kwargs(tree)`` and
+``consolidation_era(version)``; ``per_step_hooks(version)``; ``preprocess_id_keys(tree)``,
+``chunk_processor_kwargs(tree)`` and
 ``chunk_payload_kwarg(tree)``, ``chunk_payload_struct(tree)`` (read from the tree's files).
 This module is the one place that compares release numbers (``_row``).
 """
@@ -34,14 +39,19 @@ This module is the one place that compares release numbers (``_row``).
 from __future__ import annotations
 
 import ast
+import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from omnitts.knowledge import layout as L
+from omnitts.knowledge import layout
 
 KNOWN_RELEASES = ("0.14.0", "0.16.0", "0.18.0", "0.20.0", "0.22.0", "0.24.0", "0.26.0", "0.28.0", "0.30.0")
-DEFAULT_RELEASE = "0.20.0"
+# The release assumed where none is named or readable: the newest supported.
+DEFAULT_RELEASE = KNOWN_RELEASES[-1]
+# The runner contract the standalone reference models are rendered for (reference_models/, the templates'
+# `standalone` target): the guide's release, whose async-chunk processor returns a dict under `pooling_output`.
+REFERENCE_RELEASE = "0.20.0"
 CONSOLIDATION_ERAS = ("0.14", "0.18", "0.20", "0.24", "0.26", "0.30")
 
 _MIB, _RAI = "model_intermediate_buffer", "runtime_additional_information"
@@ -136,14 +146,107 @@ def consolidation_era(version: str) -> str:
     return _row(version).consolidation_era
 
 
+@dataclass(frozen=True)
+class StepHook:
+    """A model method the runner calls on every engine step, and how it calls it (read off each release's
+    ``worker/gpu_model_runner.py``, ``gpu_ar_model_runner.py``, ``gpu_generation_model_runner.py`` and, on
+    0.30, ``worker_v2/model_states/omni_model_state.py``)."""
+
+    name: str
+    # "batch": once per step for the whole scheduled batch; "request": once per scheduled request per step
+    per: str
+    since: str
+    # the same call also does prefill-only work (``preprocess``): checks for work wasted once per step skip it
+    prefill_work: bool = False
+    # keyword parameters that carry one entry per scheduled request, in batch order: "buffer" stands for the
+    # release's ``buffer_kwargs`` (the per-request dicts: ``runtime_additional_information``, and from 0.18
+    # ``model_intermediate_buffer``), "sizes" for the per-request token counts (``seq_token_counts``, 0.16+)
+    request_lists: tuple[str, ...] = ()
+    # the call's keywords are one request's own dict (``preprocess(input_ids=..., **req_infos)``)
+    request_dict: bool = False
+    # positional parameters (after self) that hold device tensors
+    device_args: tuple[int, ...] = ()
+    # where vLLM's SamplingMetadata (per-request parameters as device tensors) arrives: a position or a keyword
+    sampling: tuple[int | str, ...] = ()
+
+
+_BUFFER = "buffer"
+# per-request sizes the generation runner adds to forward's keywords: one token count per scheduled request
+# (worker/gpu_generation_model_runner.py: model_kwargs["seq_token_counts"] = tokens, from 0.16)
+_SIZES = "sizes"
+_REQUEST_SIZES: tuple[tuple[str, str], ...] = (("seq_token_counts", "0.16"),)
+STEP_HOOKS: tuple[StepHook, ...] = (
+    # gpu_model_runner: self.model(input_ids=, positions=, inputs_embeds=, **model_kwargs, **extra)
+    StepHook("forward", "batch", "0.14", request_lists=(_BUFFER, _SIZES), device_args=(0, 1)),
+    # gpu_model_runner._model_forward: self.model.make_omni_output(model_output, **model_kwargs, **extra)
+    StepHook("make_omni_output", "batch", "0.14", request_lists=(_BUFFER,), device_args=(0,)),
+    # gpu_ar_model_runner.execute_model: compute_logits(sample_hidden_states, sampling_metadata=...)
+    StepHook("compute_logits", "batch", "0.14", device_args=(0,), sampling=("sampling_metadata",)),
+    # gpu_model_runner._preprocess, every step for models with multimodal inputs
+    StepHook("embed_input_ids", "batch", "0.14", device_args=(0,)),
+    # gpu_model_runner: self.talker_mtp(input_ids, inputs_embeds, ...) for every decode step (CUDA-graph wrapped)
+    StepHook("talker_mtp", "batch", "0.14", device_args=(0, 1)),
+    # gpu_model_runner._preprocess: for each scheduled request, preprocess(input_ids=, input_embeds=, **req_infos)
+    StepHook("preprocess", "request", "0.14", prefill_work=True, request_dict=True),
+    # gpu_model_runner._process_additional_information_updates: for each request,
+    # postprocess(hidden_states_slice, multimodal_outputs=..., **req_infos)
+    StepHook("postprocess", "request", "0.14", request_dict=True, device_args=(0,)),
+    # gpu_ar_model_runner.execute_model: flush_pending_metadata(req_ids)
+    StepHook("flush_pending_metadata", "batch", "0.18"),
+    # gpu_ar_model_runner.sample_tokens: model.sample(logits, sampling_metadata) (prefer_model_sampler)
+    StepHook("sample", "batch", "0.20", device_args=(0,), sampling=(1,)),
+    # gpu_ar_model_runner.execute_model: prepare_runner_inputs(input_ids, positions, ...)
+    StepHook("prepare_runner_inputs", "batch", "0.20", device_args=(0, 1)),
+    # gpu_model_runner._maybe_run_batch_preprocess: preprocess_batch(req_ids=, model_intermediate_buffer=, device=)
+    StepHook("preprocess_batch", "batch", "0.22"),
+    # gpu_model_runner._preprocess: preprocess_decode_batch(input_ids=, req_infos=[one dict per request])
+    StepHook("preprocess_decode_batch", "batch", "0.22", request_lists=("req_infos",)),
+)
+
+
+# vllm_omni/model_executor/custom_process_mixin.py (0.14-0.30): `set_custom_preprocess(fn)` makes `fn` the
+# model's `preprocess` (`self.preprocess = fn`), `set_custom_postprocess(fn)` its `postprocess`.
+HOOK_REGISTRARS: dict[str, str] = {"set_custom_preprocess": "preprocess", "set_custom_postprocess": "postprocess"}
+
+
+@functools.lru_cache(maxsize=32)
+def per_step_hooks(version: str | None = None) -> dict[str, StepHook]:
+    """The model methods the runner of ``version`` calls on every step, by name; ``None`` (no target known): every
+    method some release calls. ``request_lists`` names the release's own buffer keywords."""
+    if version is None:
+        buffers = tuple(dict.fromkeys(k for row in _TABLE.values() for k in row.buffer_kwargs))
+        sizes = tuple(k for k, _since in _REQUEST_SIZES)
+        chosen = STEP_HOOKS
+    else:
+        key = _key(version)
+        buffers = _row(version).buffer_kwargs
+        sizes = tuple(k for k, since in _REQUEST_SIZES if _key(since) <= key)
+        chosen = tuple(h for h in STEP_HOOKS if _key(h.since) <= key)
+    expand = {_BUFFER: buffers, _SIZES: sizes}
+    out = {}
+    for h in chosen:
+        lists = tuple(k for name in h.request_lists for k in expand.get(name, (name,)))
+        out[h.name] = StepHook(**{**h.__dict__, "request_lists": lists})
+    return out
+
+
 def contract_for(version_or_tree: str | Path | None, model_runner: str | None = None) -> RunnerContract:
-    """The runner contract of a release (``"0.30.0"``) or of a tree (a ``Path``: its version is read from its
-    files); None means the default release. ``model_runner`` "v2" selects 0.30's Model Runner V2."""
-    if isinstance(version_or_tree, Path):
-        version = L.tree_version(version_or_tree) or DEFAULT_RELEASE
+    """The runner contract of a release (``"0.30.0"``) or of a tree (a ``Path``: its version is read from its files,
+    and so are the facts its files state, the async-chunk processor's payload keyword and return type, over the
+    release table's); None means the default release. ``model_runner`` "v2" selects 0.30's Model Runner V2."""
+    tree = Path(version_or_tree) if isinstance(version_or_tree, Path) else None
+    if tree is not None:
+        version = layout.tree_version(tree) or DEFAULT_RELEASE
     else:
         version = version_or_tree or DEFAULT_RELEASE
     row = _row(version)
+    if tree is not None:
+        struct = chunk_payload_struct(tree)
+        row = replace(
+            row,
+            chunk_payload_kwarg=chunk_payload_kwarg(tree) or row.chunk_payload_kwarg,
+            chunk_payload_struct=row.chunk_payload_struct if struct is None else struct,
+        )
     runner = model_runner or "v1"
     if runner == "v2" and not row.has_model_runner_v2:
         raise ValueError(f"Model Runner V2 exists from vLLM-Omni 0.30, not {version}")
@@ -169,11 +272,11 @@ def preprocess_id_keys(root: Path) -> tuple[str, ...]:
     a V1 runner that writes no ``request_id`` before preprocess() (0.14-0.18) leaves the orchestrator's
     ``global_request_id`` (a one-element list in the entry stage's additional_information) as the only id."""
     root = Path(root)
-    v1 = "request_id" if _RUNNER_WRITES_REQUEST_ID.search(L.read_text(root / _GPU_RUNNER)) else "global_request_id"
-    return ("req_id", v1) if (root / L.WORKER_V2).is_dir() else (v1,)
+    v1 = "request_id" if _RUNNER_WRITES_REQUEST_ID.search(layout.read_text(root / _GPU_RUNNER)) else "global_request_id"
+    return ("req_id", v1) if (root / layout.WORKER_V2).is_dir() else (v1,)
 
 
-_GPU_RUNNER = f"{L.PKG}/worker/gpu_model_runner.py"
+_GPU_RUNNER = f"{layout.PKG}/worker/gpu_model_runner.py"
 _RUNNER_WRITES_REQUEST_ID = re.compile(r"""\[["']request_id["']\]\s*=\s*req_id\b""")
 
 
@@ -181,7 +284,7 @@ def chunk_processor_kwargs(root: Path) -> tuple[str, ...] | None:
     """The keywords a tree's chunk transfer adapter passes to the async-chunk stage input processor, read from
     its source: a call with a ``transfer_manager=`` keyword, or a dict literal with a ``"transfer_manager"`` key
     (0.30 builds the kwargs as a dict). None where the tree has no chunk transfer adapter."""
-    source = L.read_text(Path(root) / CHUNK_ADAPTER)
+    source = layout.read_text(Path(root) / CHUNK_ADAPTER)
     if not source:
         return None
     for node in ast.walk(ast.parse(source)):
@@ -213,7 +316,7 @@ def chunk_payload_struct(root: Path) -> bool | None:
     0.22+: it then sets ``payload_data.meta`` as an attribute, which a dict does not have); False where it declares
     no such return (0.20 reads the result with ``payload_data.get``); None where the tree has no chunk transfer
     adapter."""
-    source = L.read_text(Path(root) / CHUNK_ADAPTER)
+    source = layout.read_text(Path(root) / CHUNK_ADAPTER)
     if not source:
         return None
     for node in ast.walk(ast.parse(source)):

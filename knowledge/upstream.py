@@ -77,3 +77,20 @@ def feasibility(release: str | None, model: str) -> str:
 def extra_deps(release: str | None, model: str) -> tuple[str, ...]:
     """The packages ``model`` of ``release`` imports that the engine environment lacks (none when unknown)."""
     return EXTRA_DEPS.get(release or "", {}).get(model, ())
+
+
+#: release -> model -> the function its serving adapter sizes the stage-0 prompt placeholder with
+#: (``prompt_token_ids = [1] * n``, the text itself in ``additional_information``), as ``module:Class.method``.
+#: 0.30.0: ``entrypoints/openai/tts_adapters/qwen3_tts.py`` (``_estimate_prompt_len``, then ``build``).
+PROMPT_LENGTH: dict[str, dict[str, str]] = {
+    "0.30.0": {
+        "qwen3_tts": "vllm_omni.model_executor.models.qwen3_tts.prompt_embeds_builder:"
+        "Qwen3TTSPromptEmbedsBuilder.estimate_prompt_len_from_additional_information",
+    },
+}
+
+
+def prompt_length(release: str | None, model: str) -> str | None:
+    """Where the release's serving adapter computes ``model``'s prompt placeholder length (None: the model's prompt
+    is its tokenized text, or not surveyed)."""
+    return PROMPT_LENGTH.get(release or "", {}).get(model)

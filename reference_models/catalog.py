@@ -24,11 +24,11 @@ from typing import Any
 
 import torch
 
-from omnitts.knowledge.runner import DEFAULT_RELEASE
+from omnitts.knowledge.runner import REFERENCE_RELEASE
 from omnitts.reference_models import hf_reference
 from omnitts.reference_models.mutants import MUTANTS, Mutant
 from omnitts.validators import checkids
-from omnitts.validators.runtime.harness import Engine, RequestResult
+from omnitts.validators.runtime.harness import Harness, RequestResult
 from omnitts.validators.runtime.loaders import default_prompts, template_consumer
 from omnitts.validators.runtime.subject import RequestPlan, RuntimeSubject, StageSpec
 
@@ -117,6 +117,7 @@ class Subject:
     host_syncs_per_request_step: int
     frames_key: str
     patched_files: tuple[str, ...] = field(default=())
+    release: str | None = None  # the release whose runner contract it runs under (None: REFERENCE_RELEASE)
 
     @property
     def is_mutant(self) -> bool:
@@ -202,7 +203,7 @@ class Subject:
         return RuntimeSubject(
             name=self.name,
             pattern=self.pattern,
-            release=release or DEFAULT_RELEASE,
+            release=release or self.release or REFERENCE_RELEASE,
             model_runner=model_runner,
             stages=stages,
             prompts=default_prompts(config, REFERENCE_TEXTS),
@@ -282,7 +283,7 @@ class Subject:
         """Serve ``texts`` through the harness (concurrently, staggered by ``arrival_steps``); one
         :class:`RequestResult` per text, in order. ``spy`` (a ``SyncSpy``) is armed around every model call."""
         subject = self.runtime(device, release=release, model_runner=model_runner)
-        engine = Engine(
+        engine = Harness(
             subject,
             device=str(device),
             models=list(stages) if stages is not None else None,
@@ -412,4 +413,5 @@ def _subject(model: str, mutant: Mutant | None) -> Subject:
         host_syncs_per_request_step=spec["host_syncs_per_request_step"],
         frames_key=spec["frames_key"],
         patched_files=() if mutant is None else tuple(sorted({p.file for p in mutant.patches})),
+        release=None if mutant is None else mutant.release,
     )

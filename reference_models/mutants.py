@@ -17,7 +17,7 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from omnitts.validators import checkids as ck
+from omnitts.validators import checkids
 
 TALKER = "models/ref_two_stage/ref_two_stage_talker.py"
 CODE2WAV = "models/ref_two_stage/ref_two_stage_code2wav.py"
@@ -47,6 +47,7 @@ class Mutant:
     consolidation: str
     checks: tuple[str, ...]
     static_rule_family: str | None
+    release: str | None = None  # the runner contract it needs (a seed reaches the model from 0.28)
 
     @property
     def name(self) -> str:
@@ -63,6 +64,7 @@ def mutant(
     checks: tuple[str, ...],
     consolidation: str = "v0.20",
     static_rule_family: str | None = None,
+    release: str | None = None,
 ) -> Callable[[Callable[[], list[Patch]]], Callable[[], list[Patch]]]:
     """Register the mutant a function declares: its docstring describes it, its return value is its patches."""
 
@@ -78,6 +80,7 @@ def mutant(
             consolidation=consolidation,
             checks=checks,
             static_rule_family=static_rule_family,
+            release=release,
         )
         if entry.name in MUTANTS:
             raise ValueError(f"mutant {entry.name} declared twice")
@@ -90,7 +93,7 @@ def mutant(
 # ---------------------------------------------------------------------------------------------------------- two-stage
 
 
-@mutant("ref_two_stage", "truncation", checks=ck.I1_STREAMING)
+@mutant("ref_two_stage", "truncation", checks=checkids.I1_STREAMING)
 def _truncation() -> list[Patch]:
     """The async-chunk processor resets the request's codes every step instead of accumulating them.
 
@@ -106,7 +109,7 @@ def _truncation() -> list[Patch]:
     ]
 
 
-@mutant("ref_two_stage", "replay", checks=(*ck.I1_STREAMING, ck.I1_MATCHES_REFERENCE))
+@mutant("ref_two_stage", "replay", checks=(*checkids.I1_STREAMING, checkids.I1_MATCHES_REFERENCE))
 def _two_stage_replay() -> list[Patch]:
     """The async-chunk processor sends the request's whole frame history as every window.
 
@@ -123,7 +126,7 @@ def _two_stage_replay() -> list[Patch]:
     ]
 
 
-@mutant("ref_two_stage", "early-return", checks=(ck.I1_MODEL_OUTPUTS_EVERY_STEP, "OMNI-I1-002"))
+@mutant("ref_two_stage", "early-return", checks=(checkids.I1_MODEL_OUTPUTS_EVERY_STEP, "OMNI-I1-002"))
 def _early_return() -> list[Patch]:
     """The decoder's nothing-to-decode early return emits ``sr`` but no ``model_outputs``.
 
@@ -139,7 +142,7 @@ def _early_return() -> list[Patch]:
     ]
 
 
-@mutant("ref_two_stage", "host-sync-cpu", checks=(ck.I3_HOST_SYNCS, "OMNI-I3-002"))
+@mutant("ref_two_stage", "host-sync-cpu", checks=(checkids.I3_HOST_SYNCS, "OMNI-I3-002"))
 def _host_sync_cpu() -> list[Patch]:
     """A debug log inside the talker's per-request step loop calls ``.cpu()`` on the step's codes.
 
@@ -156,7 +159,7 @@ def _host_sync_cpu() -> list[Patch]:
     ]
 
 
-@mutant("ref_two_stage", "host-sync-tolist", checks=(ck.I3_HOST_SYNCS, "OMNI-I3-002"))
+@mutant("ref_two_stage", "host-sync-tolist", checks=(checkids.I3_HOST_SYNCS, "OMNI-I3-002"))
 def _host_sync_tolist() -> list[Patch]:
     """The decoder checks each request's window for stop codes with ``.tolist()`` inside its per-request loop.
 
@@ -174,7 +177,7 @@ def _host_sync_tolist() -> list[Patch]:
     ]
 
 
-@mutant("ref_two_stage", "buffer-view", checks=(ck.I5_OUTPUTS_NOT_ALIASED, ck.I1_MATCHES_REFERENCE))
+@mutant("ref_two_stage", "buffer-view", checks=(checkids.I5_OUTPUTS_NOT_ALIASED, checkids.I1_MATCHES_REFERENCE))
 def _buffer_view() -> list[Patch]:
     """The code predictor returns its static (CUDA-graph) output buffers instead of copies.
 
@@ -193,7 +196,7 @@ def _buffer_view() -> list[Patch]:
 @mutant(
     "ref_two_stage",
     "wrong-device",
-    checks=(ck.DEVICE_CUDA, "OMNI-INT-006"),
+    checks=(checkids.DEVICE_CUDA, "OMNI-INT-006"),
     static_rule_family="OMNI-INT",
 )
 def _wrong_device() -> list[Patch]:
@@ -211,7 +214,7 @@ def _wrong_device() -> list[Patch]:
     ]
 
 
-@mutant("ref_two_stage", "codes-on-device", checks=(ck.DEVICE_PLACEMENT,))
+@mutant("ref_two_stage", "codes-on-device", checks=(checkids.DEVICE_PLACEMENT,))
 def _codes_on_device() -> list[Patch]:
     """The stage input processor hands the decoder its window as a tensor on the producer's CUDA device.
 
@@ -234,7 +237,7 @@ def _codes_on_device() -> list[Patch]:
     ]
 
 
-@mutant("ref_two_stage", "wrong-hop", checks=(*ck.I1_STREAMING, ck.I1_MATCHES_REFERENCE))
+@mutant("ref_two_stage", "wrong-hop", checks=(*checkids.I1_STREAMING, checkids.I1_MATCHES_REFERENCE))
 def _wrong_hop() -> list[Patch]:
     """The decoder trims left context with a hard-coded hop length (256) instead of the product of its strides.
 
@@ -250,7 +253,7 @@ def _wrong_hop() -> list[Patch]:
     ]
 
 
-@mutant("ref_two_stage", "break-first", checks=(ck.I4_CONCURRENCY,))
+@mutant("ref_two_stage", "break-first", checks=(checkids.I4_CONCURRENCY,))
 def _break_first() -> list[Patch]:
     """The decoder leaves its per-request loop after the first request of the batch.
 
@@ -267,7 +270,7 @@ def _break_first() -> list[Patch]:
     ]
 
 
-@mutant("ref_two_stage", "max-num-seqs-1", checks=("OMNI-INT-001", ck.I4_CONCURRENCY))
+@mutant("ref_two_stage", "max-num-seqs-1", checks=("OMNI-INT-001", checkids.I4_CONCURRENCY))
 def _max_num_seqs_1() -> list[Patch]:
     """The AR stage (stage 0) of the deploy config allows one sequence at a time.
 
@@ -286,7 +289,7 @@ def _max_num_seqs_1() -> list[Patch]:
 # ------------------------------------------------------------------------------------------------------- single-stage
 
 
-@mutant("ref_single_stage", "replay", checks=(*ck.I1_STREAMING, ck.I1_MATCHES_REFERENCE))
+@mutant("ref_single_stage", "replay", checks=(*checkids.I1_STREAMING, checkids.I1_MATCHES_REFERENCE))
 def _replay() -> list[Patch]:
     """The generator re-decodes the utterance from frame 0 each step and yields all of it.
 
@@ -308,7 +311,7 @@ def _replay() -> list[Patch]:
 @mutant(
     "ref_single_stage",
     "const-request-key",
-    checks=(ck.I4_CONCURRENCY, *ck.I5_STATE, "OMNI-I5-001", "OMNI-I5-002"),
+    checks=(checkids.I4_CONCURRENCY, *checkids.I5_STATE, "OMNI-I5-001", "OMNI-I5-002"),
 )
 def _const_request_key() -> list[Patch]:
     """The request key is read from ``_omni_req_id`` with a constant fallback ``"0"``.
@@ -333,7 +336,7 @@ def _const_request_key() -> list[Patch]:
     ]
 
 
-@mutant("ref_single_stage", "tensor-branch", checks=(ck.I3_HOST_SYNCS, "OMNI-I3-005"))
+@mutant("ref_single_stage", "tensor-branch", checks=(checkids.I3_HOST_SYNCS, "OMNI-I3-005"))
 def _tensor_branch() -> list[Patch]:
     """The generator's frame loop leaves early with ``if done: break`` on a device tensor.
 
@@ -351,7 +354,7 @@ def _tensor_branch() -> list[Patch]:
     ]
 
 
-@mutant("ref_single_stage", "batch-first", checks=(ck.I4_CONCURRENCY,))
+@mutant("ref_single_stage", "batch-first", checks=(checkids.I4_CONCURRENCY,))
 def _batch_first() -> list[Patch]:
     """A new request's generator is built from the first request's prompt slice of the batch.
 
@@ -367,7 +370,7 @@ def _batch_first() -> list[Patch]:
     ]
 
 
-@mutant("ref_single_stage", "batch-flag", checks=(ck.I4_CONCURRENCY,))
+@mutant("ref_single_stage", "batch-flag", checks=(checkids.I4_CONCURRENCY,))
 def _batch_flag() -> list[Patch]:
     """One end-of-stream flag for the whole batch: EOS only when every request yielded its last chunk.
 
@@ -383,7 +386,7 @@ def _batch_flag() -> list[Patch]:
     ]
 
 
-@mutant("ref_single_stage", "abort-leak", checks=ck.I5_STATE)
+@mutant("ref_single_stage", "abort-leak", checks=checkids.I5_STATE)
 def _abort_leak() -> list[Patch]:
     """The finish hook does nothing: generators are dropped only after their last chunk, never on abort.
 
@@ -405,7 +408,7 @@ def _abort_leak() -> list[Patch]:
 @mutant(
     "ref_single_stage",
     "optional-import",
-    checks=(ck.IMPORT_OPTIONAL_DEPS, "OMNI-INT-004"),
+    checks=(checkids.IMPORT_OPTIONAL_DEPS, "OMNI-INT-004"),
 )
 def _optional_import() -> list[Patch]:
     """The optional ``soundfile`` is imported at module top instead of lazily.
@@ -423,7 +426,7 @@ def _optional_import() -> list[Patch]:
     ]
 
 
-@mutant("ref_single_stage", "consolidation-skips-audio", checks=ck.I1_STREAMING, consolidation="skip-audio")
+@mutant("ref_single_stage", "consolidation-skips-audio", checks=checkids.I1_STREAMING, consolidation="skip-audio")
 def _consolidation_skips_audio() -> list[Patch]:
     """The engine's output consolidation skips the ``audio`` key (a harness variation; the model is unchanged).
 
@@ -434,10 +437,173 @@ def _consolidation_skips_audio() -> list[Patch]:
     return []
 
 
+@mutant("ref_single_stage", "chunk-replay", checks=(checkids.I1_NO_REPLAY, checkids.I1_MATCHES_REFERENCE))
+def _chunk_replay() -> list[Patch]:
+    """The last chunk is decoded from the previous chunk's start: the stream replays one chunk before it ends.
+
+    A replay of already-streamed audio (VO#3032, "replay from the start"), here one chunk deep: the final flush
+    re-decodes from an emitted-frames counter one chunk behind, so listeners hear the chunk before the last twice.
+    """
+    return [
+        Patch(
+            GENERATOR,
+            "                delta = self.decode_delta(state.codes, state.emitted_frames)\n",
+            "                start = state.emitted_frames\n"
+            "                if finished and start >= self.config.stream_chunk_frames:\n"
+            "                    start -= self.config.stream_chunk_frames  # the flush re-decodes the previous chunk\n"
+            "                delta = self.decode_delta(state.codes, start)\n",
+        )
+    ]
+
+
+@mutant("ref_single_stage", "stream-doubled", checks=(checkids.I1_NO_REPLAY, checkids.I1_DURATION_AND_SR))
+def _stream_doubled() -> list[Patch]:
+    """The last chunk also carries the whole utterance, for consumers that read only the final output.
+
+    VO#3326 / VO#2907 (``stream=true`` gives about twice the duration): every delta is streamed, then the whole
+    waveform again, so a streaming client hears the utterance twice.
+    """
+    return [
+        Patch(
+            GENERATOR,
+            "            if is_last:\n                self._stream_gens.pop(key, None)\n",
+            "            if is_last:\n                self._stream_gens.pop(key, None)\n"
+            "                chunk = torch.cat([chunk, self.decode_delta(state.codes, 0)])  # the whole, for the end\n",
+        )
+    ]
+
+
+@mutant("ref_single_stage", "seam-fade", checks=(checkids.I1_SEAMS, checkids.I1_MATCHES_REFERENCE))
+def _seam_fade() -> list[Patch]:
+    """Each chunk is faded in and out (a cross-fade window meant for overlap-add, applied with no overlap).
+
+    VO#5916 (glitches at every chunk boundary): the audio dips to silence at every seam, an audible click train at
+    the chunk rate; one-piece decoding has no seams, so only streaming clients hear it.
+    """
+    return [
+        Patch(
+            GENERATOR,
+            "        return waveform[(emitted_frames - start) * self._hop_length :].to(torch.float32)\n",
+            "        delta = waveform[(emitted_frames - start) * self._hop_length :].to(torch.float32)\n"
+            "        fade = torch.linspace(0.0, 1.0, min(64, delta.numel() // 2), device=delta.device)\n"
+            "        delta[: fade.numel()] *= fade  # cross-fade in, without the previous chunk's tail to add\n"
+            "        delta[delta.numel() - fade.numel() :] *= fade.flip(0)\n"
+            "        return delta\n",
+        )
+    ]
+
+
+@mutant("ref_single_stage", "voice-broadcast", checks=(checkids.I4_CONCURRENCY,))
+def _voice_broadcast() -> list[Patch]:
+    """New requests of one step all start from the first new request's prompt (its conditioning is built once).
+
+    VO#4370 / VO#4373 (``codes.ref`` broadcast to the whole batch, so the onset is in the wrong voice): alone each
+    request is right; arriving together, the later ones speak the first one's utterance.
+    """
+    return [
+        Patch(
+            GENERATOR,
+            "        offset = 0\n        for key, span in pending:\n",
+            "        offset, broadcast = 0, None\n        for key, span in pending:\n",
+        ),
+        Patch(
+            GENERATOR,
+            "            if stream is None:\n                state = self.start_stream(prompt)\n",
+            "            if stream is None:\n"
+            "                broadcast = prompt if broadcast is None else broadcast  # built once for the step\n"
+            "                state = self.start_stream(broadcast)\n",
+        ),
+    ]
+
+
+@mutant("ref_single_stage", "seed-batch", checks=(checkids.I4_SEED_DETERMINISM,), release="0.30.0")
+def _seed_batch() -> list[Patch]:
+    """Seeded requests sample from one generator per step, seeded with the step's first request's seed.
+
+    VO#6361 (fixed-seed output changes when co-batched) and VO#5386 (a custom multinomial draw that ignores the
+    per-request generators): alone a seeded request is reproducible; in a batch it draws after its peers.
+    """
+    return [
+        Patch(
+            GENERATOR,
+            "        self._pending: list[tuple[str, int]] = []\n",
+            "        self._pending: list[tuple[str, int]] = []\n"
+            "        self._seeds: list[int | None] = []\n"
+            "        self._sampler: torch.Generator | None = None\n",
+        ),
+        Patch(
+            GENERATOR,
+            "        self._pending.append((request_key(info), input_ids.shape[0]))\n",
+            "        self._pending.append((request_key(info), input_ids.shape[0]))\n"
+            '        self._seeds.append(info.get("_omni_seed"))\n',
+        ),
+        Patch(
+            GENERATOR,
+            "        pending, self._pending = self._pending, []\n",
+            "        pending, self._pending = self._pending, []\n"
+            "        seeds, self._seeds = self._seeds, []\n"
+            "        first = next((s for s in seeds if s is not None), None)\n"
+            "        # one generator for the step, seeded by its first request's seed\n"
+            "        self._sampler = None if first is None else torch.Generator().manual_seed(int(first))\n",
+        ),
+        Patch(
+            GENERATOR,
+            "        codes = logits.argmax(dim=-1)\n",
+            "        if self._sampler is not None:  # seeded requests sample (Gumbel-max, temperature 1)\n"
+            "            noise = torch.rand(logits.shape, generator=self._sampler).clamp_min(1e-9).to(logits.device)\n"
+            "            logits = logits - torch.log(-torch.log(noise))\n"
+            "        codes = logits.argmax(dim=-1)\n",
+        ),
+    ]
+
+
+@mutant("ref_single_stage", "nan-decoder", checks=(checkids.AUDIO_FINITE, checkids.AUDIO_GATES))
+def _nan_decoder() -> list[Patch]:
+    """The codec's activation is a SnakeBeta whose scale underflowed to zero: ``1 / alpha`` makes every sample NaN.
+
+    VO#1664 (a bf16 codec decoder hit NaN in SnakeBeta) and VO#3253 (fp16 NaN in the code predictor): the model's
+    audio is NaN from the first sample, and every check that compares audio would blame something else. A server
+    answers 16-bit PCM, where the NaN arrives as a number (0): there the audio gates see it.
+    """
+    return [
+        Patch(
+            GENERATOR,
+            "        x = F.silu(self.pre(x))\n",
+            "        alpha = torch.zeros((), device=x.device)  # exp(log_alpha) underflowed in bf16\n"
+            "        x = self.pre(x)\n"
+            "        x = x + (1.0 / alpha) * torch.sin(alpha * x) ** 2  # SnakeBeta: inf * 0\n",
+        )
+    ]
+
+
+@mutant("ref_single_stage", "silent-decoder", checks=(checkids.AUDIO_GATES,))
+def _silent_decoder() -> list[Patch]:
+    """The NaN decoder "fixed" with ``nan_to_num``: every output is silence.
+
+    VO#1664 as users met it (every output was silence): the NaN is cleaned into zeros, so nothing crashes and
+    nothing compares differently; only a gate that listens for silence notices.
+    """
+    return [
+        Patch(
+            GENERATOR,
+            "        x = F.silu(self.pre(x))\n",
+            "        alpha = torch.zeros((), device=x.device)  # exp(log_alpha) underflowed in bf16\n"
+            "        x = self.pre(x)\n"
+            "        x = x + (1.0 / alpha) * torch.sin(alpha * x) ** 2  # SnakeBeta: inf * 0\n",
+        ),
+        Patch(
+            GENERATOR,
+            "        return torch.tanh(0.5 * self.post(x)).squeeze(1)\n",
+            "        # no NaN reaches the users\n"
+            "        return torch.nan_to_num(torch.tanh(0.5 * self.post(x)), nan=0.0).squeeze(1)\n",
+        ),
+    ]
+
+
 # ---------------------------------------------------------------------------------------------------------- native-ar
 
 
-@mutant("ref_native_ar", "host-sync-item", checks=(ck.I3_HOST_SYNCS, "OMNI-I3-001"))
+@mutant("ref_native_ar", "host-sync-item", checks=(checkids.I3_HOST_SYNCS, "OMNI-I3-001"))
 def _host_sync_item() -> list[Patch]:
     """The flow head's Euler loop converts the step size with ``.item()``.
 
@@ -453,7 +619,7 @@ def _host_sync_item() -> list[Patch]:
     ]
 
 
-@mutant("ref_native_ar", "last-wins", checks=(ck.I4_CONCURRENCY,))
+@mutant("ref_native_ar", "last-wins", checks=(checkids.I4_CONCURRENCY,))
 def _last_wins() -> list[Patch]:
     """``make_omni_output`` emits the last request's delta for every request of the batch.
 
@@ -470,7 +636,7 @@ def _last_wins() -> list[Patch]:
     ]
 
 
-@mutant("ref_native_ar", "state-leak", checks=ck.I5_STATE)
+@mutant("ref_native_ar", "state-leak", checks=checkids.I5_STATE)
 def _state_leak() -> list[Patch]:
     """The finish hook never frees per-request state (KV caches, decode pads, pending audio).
 

@@ -10,23 +10,47 @@ omnitts-scaffold clean [--work-dir DIR] [--all]           remove the working cop
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+from omnitts.console.cli_io import quiet_on_closed_pipe
 from omnitts.knowledge import releases
 from omnitts.knowledge.eras import detect_profile
 from omnitts.scaffold.errors import ScaffoldError
 from omnitts.scaffold.naming import PATTERNS, make_names
-from omnitts.validators.cli_io import quiet_on_closed_pipe
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments are one line on stderr and exit 2, as every other refusal (`--help` shows the usage)."""
+
+    def error(self, message: str):
+        one_line = " ".join(message.split())
+        self.exit(2, f"omnitts-scaffold: error: {one_line} (see {self.prog} --help)\n")
+
+
+def _text(value: str) -> str:
+    """A value that must say something: an empty --target is not the current directory, an empty
+    --model-type is not the default."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return value
+
+
+def _folder(value: str) -> Path:
+    """A folder that is there, or that can be made (not a file)."""
+    path = Path(_text(value))
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value} exists and is not a folder")
+    return path
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="omnitts-scaffold", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = _Parser(prog="omnitts-scaffold", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     target_help = "a vLLM-Omni tree (default: the current directory) or pypi:vllm-omni==X.Y.Z"
     work_help = (
@@ -39,17 +63,22 @@ def _parser() -> argparse.ArgumentParser:
     how.add_argument("--pattern", choices=PATTERNS, help="generate a runnable tiny model of this architecture pattern")
     how.add_argument(
         "--like",
+        type=_text,
         metavar="EXISTING",
         help="copy an in-tree model's integration (folder, model type or pipeline key), renamed",
     )
-    new.add_argument("--target", default=".", help=target_help)
-    new.add_argument("--work-dir", type=Path, help=work_help)
-    new.add_argument("--stage-key", help="model_stage of the entry stage (default: NAME)")
+    new.add_argument("--target", default=".", type=_text, help=target_help)
+    new.add_argument("--work-dir", type=_folder, help=work_help)
+    new.add_argument("--stage-key", type=_text, help="model_stage of the entry stage (default: NAME)")
     new.add_argument(
-        "--arch", help="registry architecture name (default: <Name>ForConditionalGeneration; not with --like)"
+        "--arch",
+        type=_text,
+        help="registry architecture name (default: <Name>ForConditionalGeneration; not with --like)",
     )
     new.add_argument(
-        "--model-type", help="HF model_type, deploy yaml stem, pipeline key and adapter name (default: NAME)"
+        "--model-type",
+        type=_text,
+        help="HF model_type, deploy yaml stem, pipeline key and adapter name (default: NAME)",
     )
     new.add_argument("--priority", default="medium", choices=("high", "medium", "low"), help="CI tier of the e2e tests")
     new.add_argument(
@@ -69,14 +98,14 @@ def _parser() -> argparse.ArgumentParser:
         "check", help="integration report of an existing model: each point present, missing or inconsistent"
     )
     check.add_argument("name", help="model type as serving detects it, pipeline key, or model folder")
-    check.add_argument("--target", default=".", help=target_help)
-    check.add_argument("--work-dir", type=Path, help=work_help)
+    check.add_argument("--target", default=".", type=_text, help=target_help)
+    check.add_argument("--work-dir", type=_folder, help=work_help)
 
     remove = sub.add_parser(
         "remove", help="the exact inverse of `new`: delete its files, reverse every shared-file patch"
     )
     remove.add_argument("name", help="model folder name given to `new`")
-    remove.add_argument("--target", default=".", help="a vLLM-Omni tree (default: the current directory)")
+    remove.add_argument("--target", default=".", type=_text, help="a vLLM-Omni tree (default: the current directory)")
     remove.add_argument(
         "--dry-run", action="store_true", help="print the whole change as a unified diff, write nothing"
     )
@@ -106,7 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     clean = sub.add_parser("clean", help="remove the working copies that `--target pypi:...` made")
-    clean.add_argument("--work-dir", type=Path, help="the folder given to --work-dir (default: <cache>/work)")
+    clean.add_argument("--work-dir", type=_folder, help="the folder given to --work-dir (default: <cache>/work)")
     clean.add_argument(
         "--all", action="store_true", help="also remove copies a scaffold run wrote into (their models go with them)"
     )
@@ -184,25 +213,29 @@ def _mark(op) -> str:
     return "created" if op.old is None else "deleted" if op.is_delete else "patched"
 
 
-def cmd_new(args: argparse.Namespace) -> int:
-    if args.like:
-        from omnitts.scaffold.like import plan_like
+@contextlib.contextmanager
+def _writing(root: Path) -> Iterator[None]:
+    """The tree's lock, held from the plan's first read to its last write (a path that is no folder
+    is refused as not a tree first)."""
+    from omnitts.scaffold import journal
 
+    if not root.is_dir():
+        detect_profile(root)  # says in one line why this is not a vLLM-Omni tree
+    with journal.tree_lock(root):
+        yield
+
+
+def cmd_new(args: argparse.Namespace) -> int:
+    names = None
+    if args.like is not None:
         if args.arch:
             raise ScaffoldError("--arch does not apply to --like: the source's architectures are renamed")
         if args.voice_cloning or args.detect_priority is not None:
             raise ScaffoldError(
                 "--voice-cloning / --detect-priority do not apply to --like: the source's adapter is copied as it is"
             )
-        root = _resolve_target(args.target, args.work_dir)
-        profile = detect_profile(root)
-        if args.commit and not args.dry_run:
-            _check_commit_possible(root)
-        plan = plan_like(profile, args.name, args.like, model_type=args.model_type, stage_key=args.stage_key)
         message = f"[Model] Add {args.name} TTS (like {args.like}), generated by omnitts-scaffold"
     else:
-        from omnitts.scaffold.new import plan_new
-
         names = make_names(
             args.name,
             args.pattern,
@@ -211,17 +244,26 @@ def cmd_new(args: argparse.Namespace) -> int:
             arch=args.arch,
             priority=args.priority,
         )
-        root = _resolve_target(args.target, args.work_dir)
+        message = f"[Model] Add {names.camel} TTS ({names.pattern}), generated by omnitts-scaffold"
+    root = _resolve_target(args.target, args.work_dir)
+    # One lock from the first read of the tree to the last write: another command's change can never
+    # slip in between what the plan saw and what it writes.
+    with _writing(root):
         profile = detect_profile(root)
         if args.commit and not args.dry_run:
             _check_commit_possible(root)
-        plan = plan_new(profile, names, voice_cloning=args.voice_cloning, detect_priority=args.detect_priority)
-        message = f"[Model] Add {names.camel} TTS ({names.pattern}), generated by omnitts-scaffold"
-    written = _finish(
-        plan, root, profile, dry_run=args.dry_run, nothing=f"nothing to do: {args.name} is already integrated in {root}"
-    )
-    if written and args.commit:
-        _commit(root, written, message)
+        if names is None:
+            from omnitts.scaffold.like import plan_like
+
+            plan = plan_like(profile, args.name, args.like, model_type=args.model_type, stage_key=args.stage_key)
+        else:
+            from omnitts.scaffold.new import plan_new
+
+            plan = plan_new(profile, names, voice_cloning=args.voice_cloning, detect_priority=args.detect_priority)
+        nothing = f"nothing to do: {args.name} is already integrated in {root}"
+        written = _finish(plan, root, profile, dry_run=args.dry_run, nothing=nothing)
+        if written and args.commit:
+            _commit(root, written, message)
     if written:
         from omnitts.scaffold.new import next_steps
 
@@ -242,11 +284,11 @@ def cmd_remove(args: argparse.Namespace) -> int:
     from omnitts.scaffold.remove import plan_remove
 
     root = Path(args.target).resolve()
-    profile = detect_profile(root)
-    plan = plan_remove(profile, args.name, force=args.force)
-    _finish(
-        plan, root, profile, dry_run=args.dry_run, nothing=f"nothing to do: {args.name} is not integrated in {root}"
-    )
+    with _writing(root):
+        profile = detect_profile(root)
+        plan = plan_remove(profile, args.name, force=args.force)
+        nothing = f"nothing to do: {args.name} is not integrated in {root}"
+        _finish(plan, root, profile, dry_run=args.dry_run, nothing=nothing)
     return 0
 
 

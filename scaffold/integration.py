@@ -24,7 +24,7 @@ from omnitts.scaffold.codemods.serving import (
     RemoveHybridServing,
 )
 from omnitts.scaffold.naming import ModelNames
-from omnitts.scaffold.plan import read_for_patch
+from omnitts.scaffold.plan import keeping_line_endings, read_for_patch
 
 __all__ = ["Integration", "Patch", "from_names", "inverse_patches", "shared_file_patches"]
 
@@ -102,9 +102,13 @@ def inverse_patches(profile: LayoutProfile, integ: Integration) -> list[Patch]:
 
 def _run_file_patches(args: tuple[list[Patch], str]) -> str:
     patches, source = args
-    for patch in patches:
-        source = patch.run(source)
-    return source
+
+    def run_all(text: str) -> str:
+        for patch in patches:
+            text = patch.run(text)
+        return text
+
+    return keeping_line_endings(source, patches[0].rel, run_all)
 
 
 def patch_jobs(

@@ -135,10 +135,31 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+# The trees whose lock this process holds: path -> (pid, depth). A command holds its tree's lock from
+# planning to the last write and the transaction takes it again inside (flock on a second descriptor of
+# the same folder would refuse our own process). The pid keeps a forked child from inheriting the claim.
+_HELD: dict[str, tuple[int, int]] = {}
+
+
 @contextlib.contextmanager
 def tree_lock(root: Path) -> Iterator[None]:
-    """One writer per tree: an advisory lock on the tree's folder (released by the kernel on any exit)."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    """One writer per tree: an advisory lock on the tree's folder (released by the kernel on any exit).
+
+    Re-entrant within one process, so that the plan's reads, its unchanged-check and its writes can all
+    happen under the one lock the command took first."""
+    key = os.path.realpath(root)
+    pid, depth = _HELD.get(key, (None, 0))
+    if pid == os.getpid():
+        _HELD[key] = (pid, depth + 1)
+        try:
+            yield
+        finally:
+            _HELD[key] = (pid, depth)
+        return
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise ScaffoldError(f"cannot lock {root} for writing: {_describe_error(exc)}") from exc
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -146,7 +167,11 @@ def tree_lock(root: Path) -> Iterator[None]:
             raise ScaffoldError(
                 f"another omnitts-scaffold command is writing {root}; run this one when it ends"
             ) from exc
-        yield
+        _HELD[key] = (os.getpid(), 1)
+        try:
+            yield
+        finally:
+            _HELD.pop(key, None)
     finally:
         os.close(fd)
 

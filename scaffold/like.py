@@ -36,8 +36,8 @@ from omnitts.scaffold.formatting import format_python
 from omnitts.scaffold.index import TreeIndex
 from omnitts.scaffold.integration import Integration, run_patches, shared_file_patches
 from omnitts.scaffold.naming import camel_case, check_identifier, check_name_in_tree
-from omnitts.scaffold.new import adapter_stage_key_owners, add_generated
-from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
+from omnitts.scaffold.new import adapter_stage_key_owners, add_generated, refuse_claimed_files, refuse_taken_footprint
+from omnitts.scaffold.plan import FileOp, Plan, keeping_line_endings, read_for_patch
 from omnitts.scaffold.remove import CONFIGS, owned_files
 
 TEXT_SUFFIXES = {".py", ".yaml", ".yml", ".md", ".sh", ".json", ".txt", ".toml", ".cfg", ".jinja", ".j2"}
@@ -134,7 +134,7 @@ def _source(index: TreeIndex, like: str) -> Source:
     if index.adapters and view.model_type in index.adapters.adapters:
         adapter_module = index.adapters.adapters[view.model_type].module
     aliases = (view.model_type, *keys)
-    files = owned_files(index, folder, deploy, aliases)
+    files = owned_files(index.root, folder, deploy, aliases)
     if adapter_module and adapter_module != folder:
         files.append(f"{layout.ADAPTERS}/{adapter_module}.py")
     hf_configs = tuple(
@@ -314,7 +314,11 @@ def plan_like(
             raise ScaffoldError(
                 f"--like {like}: the {what} {same[0]!r} does not contain the source's name; it cannot be renamed"
             )
-    for rel, old, new in run_patches(profile, shared_file_patches(profile, integ), parallel=parallel):
+    results = run_patches(profile, shared_file_patches(profile, integ), parallel=parallel)
+    if not (profile.root / pkg).is_file():  # not our own earlier run
+        refuse_claimed_files(profile.root, name, (model_type, *(key for key, _, _ in integ.pipelines)))
+        refuse_taken_footprint(profile.root, name, integ, files)
+    for rel, old, new in results:
         plan.add(FileOp(rel, new, old=old, reason="patched"))
     _copy_hub_sections(plan, profile, src, rename)
     if profile.point("serving.build"):  # request handling inline in serving_speech.py
@@ -332,16 +336,19 @@ def _copy_hub_sections(plan: Plan, profile: LayoutProfile, src: Source, rename: 
         if not path.is_file():
             continue
         old = read_for_patch(profile.root, rel)
-        title = None
-        for folder in (src.folder, src.model_type, *src.pipeline_keys):
-            title = title or hub_readme.section_title_of(old, folder)
-        if title is None:
-            continue
-        section, row = hub_readme.section_text(old, title), hub_readme.row_text(old, title)
-        new_title = rename(title)
-        new = old
-        if row is not None:
-            new = hub_readme.add_table_row(new, rename(row), rel)
-        if section is not None:
-            new = hub_readme.add_section(new, new_title, rename(section), rel)
+
+        def copy_section(text: str, rel: str = rel) -> str:
+            title = None
+            for folder in (src.folder, src.model_type, *src.pipeline_keys):
+                title = title or hub_readme.section_title_of(text, folder)
+            if title is None:
+                return text
+            section, row = hub_readme.section_text(text, title), hub_readme.row_text(text, title)
+            if row is not None:
+                text = hub_readme.add_table_row(text, rename(row), rel)
+            if section is not None:
+                text = hub_readme.add_section(text, rename(title), rename(section), rel)
+            return text
+
+        new = keeping_line_endings(old, rel, copy_section)
         plan.add(FileOp(rel, new, old=old, reason="hub README"))

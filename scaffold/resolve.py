@@ -29,6 +29,7 @@ from pathlib import Path
 from omnitts.knowledge import layout
 from omnitts.scaffold.codemods.slices import natural_key
 from omnitts.scaffold.errors import ScaffoldError
+from omnitts.scaffold.plan import line_ending, read_text
 
 SHARED_FILES = (
     layout.REGISTRY,
@@ -173,11 +174,31 @@ def _verify(base: str, ours: str, theirs: str, merged: str, path: str) -> None:
             raise ScaffoldError(f"{path}: the merge lost lines {side} added (e.g. {next(iter(lost))!r})")
 
 
+def merge_keeping_line_endings(base: str, ours: str, theirs: str, path: str = "") -> tuple[str, int]:
+    """`merge_texts` on `\\n` text; the merge gets the line ending of `ours`, the file it is written into."""
+    crlf = line_ending(ours, path) == "\r\n"
+    merged, unresolved = merge_texts(*(t.replace("\r\n", "\n") for t in (base, ours, theirs)), path)
+    return (merged.replace("\n", "\r\n") if crlf else merged), unresolved
+
+
+def _read(path: Path) -> str:
+    try:
+        return read_text(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ScaffoldError(f"cannot read {path}: {why or exc}") from exc
+
+
+def _write(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+
+
 def resolve_files(base: Path, ours: Path, theirs: Path, path: str = "") -> int:
     """Merge-driver mode: write the merge into `ours`; 0 when clean, 1 when conflicts remain."""
-    texts = [p.read_text(encoding="utf-8") for p in (base, ours, theirs)]
-    merged, unresolved = merge_texts(texts[0], texts[1], texts[2], path or str(ours))
-    ours.write_text(merged, encoding="utf-8")
+    texts = [_read(p) for p in (base, ours, theirs)]
+    merged, unresolved = merge_keeping_line_endings(texts[0], texts[1], texts[2], path or str(ours))
+    _write(ours, merged)
     return 1 if unresolved else 0
 
 
@@ -203,14 +224,14 @@ def resolve_repo(root: Path) -> list[tuple[str, str]]:
             results.append((rel, "not a shared file omnitts patches; left to you"))
             continue
         stages = {}
-        for n in (1, 2, 3):
-            proc = _git(root, "show", f":{n}:{rel}", check=False)
-            stages[n] = proc.stdout if proc.returncode == 0 else ""
-        merged, unresolved = merge_texts(stages[1], stages[2], stages[3], rel)
+        for n in (1, 2, 3):  # as bytes: text mode would turn \r\n into \n
+            proc = subprocess.run(["git", "-C", str(root), "show", f":{n}:{rel}"], capture_output=True)
+            stages[n] = proc.stdout.decode("utf-8", errors="replace") if proc.returncode == 0 else ""
+        merged, unresolved = merge_keeping_line_endings(stages[1], stages[2], stages[3], rel)
         if unresolved:
             results.append((rel, f"{unresolved} conflict(s) changed existing lines on both sides; left with markers"))
             continue
-        (root / rel).write_text(merged, encoding="utf-8")
+        _write(root / rel, merged)
         _git(root, "add", "--", rel)
         results.append((rel, "resolved (both sides kept)"))
     return results

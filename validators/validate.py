@@ -22,8 +22,9 @@ examples:
   omnitts-validate --model ref_two_stage          a reference model of omnitts
   omnitts-validate --model my_tts -k i4 -x        pytest options (-k, -x, -n N, -v, ...) pass through
 
-Results (checklist.md/json, results.json, wav/) go to ./omnitts-out, or, inside a vLLM-Omni tree, to
-$XDG_CACHE_HOME/omnitts/results/<tree> (~/.cache when unset); the path is printed at the end.
+Results go to ./omnitts-out, or, inside a vLLM-Omni tree, to $XDG_CACHE_HOME/omnitts/results/<tree>
+(~/.cache when unset): one folder per run (<tier>-<time>/: results.json, checklist.md/json, wav/) and
+the checklist over every tier's latest run (checklist.md); the paths are printed at the end.
 """
 
 
@@ -40,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
                    "a mutant (model@bug), file.py:factory, or 'all'")  # fmt: skip
     p.add_argument("--omni-root", metavar="DIR", help="the vLLM-Omni tree (default: the tree around the current dir)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="device the model runs on (cpu)")
-    p.add_argument("--out", metavar="DIR", help="results folder (default: see below)")
+    p.add_argument("--out", metavar="DIR", help="results folder, one folder per run inside (default: see below)")
     p.add_argument("--release", metavar="X.Y.Z", help="target vLLM-Omni release (default: the tree's)")
     p.add_argument("--check-timeout", type=float, default=60.0, metavar="S",
                    help="seconds of model work per scenario before the check fails as a hang (60)")  # fmt: skip
@@ -73,7 +74,7 @@ def _is_tree_model(name: str) -> bool:
 
 def pytest_args(ns: argparse.Namespace, passthrough: list[str], cwd: Path) -> list[str]:
     """The pytest command line for ``ns`` (raises SystemExit with one line on a bad combination)."""
-    import omnitts.validators.checks as checks
+    from omnitts.validators import checks
 
     checks_dir = Path(checks.__file__).resolve().parent
     models = [n.strip() for raw in ns.model for n in raw.split(",") if n.strip()]

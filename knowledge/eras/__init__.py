@@ -11,14 +11,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from omnitts.knowledge import layout as L
+from omnitts.knowledge import layout
 from omnitts.knowledge.eras.adapter import AdapterOnly
 from omnitts.knowledge.eras.base import Era, Integration, PatchSpec, Point, class_fields, read_tree_files
 from omnitts.knowledge.eras.five_point import FivePoint
 from omnitts.knowledge.eras.hybrid import Hybrid
 from omnitts.knowledge.eras.legacy import LegacyStageConfigs
 from omnitts.knowledge.errors import TreeError
-from omnitts.knowledge.runner import chunk_payload_kwarg, chunk_payload_struct, contract_for, preprocess_id_keys
+from omnitts.knowledge.runner import contract_for, preprocess_id_keys
 
 ERAS: tuple[Era, ...] = (LegacyStageConfigs(), FivePoint(), Hybrid(), AdapterOnly())
 _NAMED = [f"{e.title} ({e.releases})" for e in ERAS]
@@ -115,45 +115,44 @@ def _refusal(files, version: str | None) -> str:
 
 def _flat_request_output(root: Path) -> bool:
     """True where the release's OmniRequestOutput is itself a vLLM RequestOutput (read from its class bases)."""
-    for rel in (f"{L.PKG}/outputs/__init__.py", f"{L.PKG}/outputs.py"):
-        source = L.read_text(root / rel)
+    for rel in (f"{layout.PKG}/outputs/__init__.py", f"{layout.PKG}/outputs.py"):
+        source = layout.read_text(root / rel)
         if source:
             return re.search(r"^class OmniRequestOutput\((\w+\.)?RequestOutput\)", source, re.M) is not None
     return False
 
 
-def _or(read: bool | None, default: bool) -> bool:
-    """A fact read from the tree's files, else the release table's (a tree without the file)."""
-    return default if read is None else read
-
-
 def detect_profile(root: Path) -> LayoutProfile:
     """Detect the layout era of the vLLM-Omni tree at ``root``; refuse what is not a tree or not supported."""
     root = Path(root).resolve()
-    if not L.is_vllm_omni_tree(root):
-        raise TreeError(f"{root} is not a vLLM-Omni tree (no {L.REGISTRY}); pass --target DIR or pypi:vllm-omni==X")
+    if not layout.is_vllm_omni_tree(root):
+        raise TreeError(
+            f"{root} is not a vLLM-Omni tree (no {layout.REGISTRY}); pass --target DIR or pypi:vllm-omni==X"
+        )
     try:
         files = read_tree_files(root)
     except OSError as exc:
         raise TreeError(f"cannot read {exc.filename}: {exc.strerror}") from exc
-    version = L.tree_version(root)
+    version = layout.tree_version(root)
     era = next((e for e in ERAS if e.matches(files)), None)
     if era is None:
         raise TreeError(_refusal(files, version))
+    contract = contract_for(root)
     return LayoutProfile(
         era=era,
         root=root,
         version=version,
         request_id_keys=preprocess_id_keys(root),
         deploy_name_field="default_deploy_config_name"
-        in class_fields(L.read_text(root / L.STAGE_CONFIG), "PipelineConfig"),
+        in class_fields(layout.read_text(root / layout.STAGE_CONFIG), "PipelineConfig"),
         adapter_token_bounds="max_new_tokens_max" in class_fields(files.adapter_base, "TTSModelAdapter"),
         ref_audio_cache_key=bool(
             re.search(r"def _resolve_ref_audio\(self[^)]*\)\s*->\s*tuple\[.*,\s*str\]:", files.serving)
         ),
         flat_request_output=_flat_request_output(root),
-        chunk_payload_kwarg=chunk_payload_kwarg(root) or contract_for(version).chunk_payload_kwarg,
-        chunk_payload_struct=_or(chunk_payload_struct(root), contract_for(version).chunk_payload_struct),
+        # the runner contract of this tree (its files over the release table): the harness reads the same
+        chunk_payload_kwarg=contract.chunk_payload_kwarg,
+        chunk_payload_struct=contract.chunk_payload_struct,
     )
 
 

@@ -3,37 +3,41 @@
 
 from __future__ import annotations
 
-from omnitts.knowledge import layout as L
-from omnitts.knowledge.eras import base as B
+from omnitts.knowledge import layout
+from omnitts.knowledge.eras import base
 
 
-class AdapterOnly(B.EagerPipelineRegistry, B.Era):
+class AdapterOnly(base.EagerPipelineRegistry, base.Era):
     name = "adapter"
     title = "adapter-only"
     releases = "0.28-0.30"
     has_adapters = True
     adapter_detection = True
     points = (
-        B.PACKAGE,
-        B.PROCESSOR,
-        B.PIPELINE,
-        B.DEPLOY,
-        B.REGISTRY,
-        B.EAGER_PIPELINE_REGISTRY,
-        B.HF_CONFIG,
-        B.ADAPTER,
-        B.ADAPTER_IMPORT,
-        B.Point(
-            "adapter.stage_keys", f"{L.ADAPTERS}/<name>.py", "adapter's stage_keys / model_archs cover the entry stage"
+        base.PACKAGE,
+        base.PROCESSOR,
+        base.PIPELINE,
+        base.DEPLOY,
+        base.REGISTRY,
+        base.EAGER_PIPELINE_REGISTRY,
+        base.HF_CONFIG,
+        base.ADAPTER,
+        base.ADAPTER_IMPORT,
+        base.Point(
+            "adapter.stage_keys",
+            f"{layout.ADAPTERS}/<name>.py",
+            "adapter's stage_keys / model_archs cover the entry stage",
         ),
-        B.Point("adapter.detect", L.ADAPTERS_INIT, "detect_tts_model_type(stage, arch) returns the adapter's name"),
-        B.EXAMPLES,
-        B.TESTS,
-        B.HUB,
+        base.Point(
+            "adapter.detect", layout.ADAPTERS_INIT, "detect_tts_model_type(stage, arch) returns the adapter's name"
+        ),
+        base.EXAMPLES,
+        base.TESTS,
+        base.HUB,
     )
 
     @classmethod
-    def matches(cls, files: B.TreeFiles) -> bool:
+    def matches(cls, files: base.TreeFiles) -> bool:
         return (
             files.has_deploy
             and files.has_adapters

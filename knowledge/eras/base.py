@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from omnitts.knowledge import layout as L
+from omnitts.knowledge import layout
 
 
 @dataclass(frozen=True)
@@ -29,35 +29,51 @@ class Point:
 
 
 # Points every era shares.
-PACKAGE = Point("package", f"{L.MODELS}/<name>/", "model package (config, stage modules)", generated=True)
+PACKAGE = Point("package", f"{layout.MODELS}/<name>/", "model package (config, stage modules)", generated=True)
 PROCESSOR = Point(
-    "processor", f"{L.PROCESSORS}/<name>.py", "stage input processor (two-stage)", generated=True, optional=True
+    "processor", f"{layout.PROCESSORS}/<name>.py", "stage input processor (two-stage)", generated=True, optional=True
 )
-PIPELINE = Point("pipeline", f"{L.MODELS}/<name>/pipeline.py", "PipelineConfig (topology)", generated=True)
+PIPELINE = Point("pipeline", f"{layout.MODELS}/<name>/pipeline.py", "PipelineConfig (topology)", generated=True)
 DEPLOY = Point(
-    "deploy", f"{L.DEPLOY}/<model_type>.yaml", "deploy config (stages: ids match the pipeline)", generated=True
+    "deploy", f"{layout.DEPLOY}/<model_type>.yaml", "deploy config (stages: ids match the pipeline)", generated=True
 )
-REGISTRY = Point("registry", L.REGISTRY, "_OMNI_MODELS entry per architecture")
+REGISTRY = Point("registry", layout.REGISTRY, "_OMNI_MODELS entry per architecture")
 HF_CONFIG = Point(
-    "hf_config", L.HF_CONFIGS, "_register_omni_hf_configs() import + (model_type, Config) pair", optional=True
+    "hf_config", layout.HF_CONFIGS, "_register_omni_hf_configs() import + (model_type, Config) pair", optional=True
 )
 EXAMPLES = Point(
     "examples", "examples/*/text_to_speech/<name>/", "offline + online examples", generated=True, sources_only=True
 )
 TESTS = Point("tests", "tests/e2e/*/test_<name>.py", "e2e tests (offline + online)", generated=True, sources_only=True)
 HUB = Point("hub_readme", "examples/*/text_to_speech/README.md", "hub README row + section", sources_only=True)
-LAZY_PIPELINE_REGISTRY = Point("pipeline_registry", L.PIPELINE_REGISTRY, "_OMNI_PIPELINES[model_type] = (module, VAR)")
-EAGER_PIPELINE_REGISTRY = Point(
-    "pipeline_registry", L.PIPELINE_REGISTRY, "OMNI_PIPELINES[model_type] = VAR, imported in isort order"
+LAZY_PIPELINE_REGISTRY = Point(
+    "pipeline_registry", layout.PIPELINE_REGISTRY, "_OMNI_PIPELINES[model_type] = (module, VAR)"
 )
-ADAPTER = Point("adapter", f"{L.ADAPTERS}/<name>.py", "TTS adapter registered under the model type", generated=True)
+EAGER_PIPELINE_REGISTRY = Point(
+    "pipeline_registry", layout.PIPELINE_REGISTRY, "OMNI_PIPELINES[model_type] = VAR, imported in isort order"
+)
+ADAPTER = Point(
+    "adapter", f"{layout.ADAPTERS}/<name>.py", "TTS adapter registered under the model type", generated=True
+)
 ADAPTER_IMPORT = Point(
-    "adapter_import", L.ADAPTERS_INIT, "adapter module in the import tuple of tts_adapters/__init__.py"
+    "adapter_import", layout.ADAPTERS_INIT, "adapter module in the import tuple of tts_adapters/__init__.py"
 )
 SERVING_CONSTANT = Point(
-    "serving.constant", L.SERVING, "stage constant _<M>_TTS_MODEL_STAGES holds the entry stage key"
+    "serving.constant", layout.SERVING, "stage constant _<M>_TTS_MODEL_STAGES holds the entry stage key"
 )
-SERVING_UNION = Point("serving.union", L.SERVING, "the constant is part of _TTS_MODEL_STAGES")
+SERVING_UNION = Point("serving.union", layout.SERVING, "the constant is part of _TTS_MODEL_STAGES")
+# serving_speech.py dispatching on the model type, before serving moved to per-model adapters
+SERVING_DISPATCH = (
+    Point("serving.detect", layout.SERVING, "_detect_tts_model_type() returns the model type for the stage key"),
+    Point(
+        "serving.validate", layout.SERVING, "_validate_tts_request() dispatches the model type (else: Qwen3-TTS rules)"
+    ),
+    Point(
+        "serving.build",
+        layout.SERVING,
+        "_prepare_speech_generation() builds the model's request (else: Qwen3-TTS path)",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -165,9 +181,9 @@ def class_fields(source: str, class_name: str) -> set[str]:
 
 
 def read_tree_files(root: Path) -> TreeFiles:
-    serving = L.read_text(root / L.SERVING)
+    serving = layout.read_text(root / layout.SERVING)
     serving_names = module_assign_names(serving)
-    pipeline_names = module_assign_names(L.read_text(root / L.PIPELINE_REGISTRY))
+    pipeline_names = module_assign_names(layout.read_text(root / layout.PIPELINE_REGISTRY))
     return TreeFiles(
         root=root,
         serving=serving,
@@ -176,10 +192,10 @@ def read_tree_files(root: Path) -> TreeFiles:
             sorted(n for n in serving_names if re.fullmatch(r"_\w+_MODEL_STAGES", n) and n != "_TTS_MODEL_STAGES")
         ),
         pipeline_registry=next((n for n in ("_OMNI_PIPELINES", "OMNI_PIPELINES") if n in pipeline_names), None),
-        has_adapters=(root / L.ADAPTERS_INIT).is_file(),
-        adapters_init=L.read_text(root / L.ADAPTERS_INIT),
-        adapter_base=L.read_text(root / L.ADAPTERS_BASE),
-        has_deploy=(root / L.DEPLOY).is_dir(),
+        has_adapters=(root / layout.ADAPTERS_INIT).is_file(),
+        adapters_init=layout.read_text(root / layout.ADAPTERS_INIT),
+        adapter_base=layout.read_text(root / layout.ADAPTERS_BASE),
+        has_deploy=(root / layout.DEPLOY).is_dir(),
     )
 
 
@@ -227,7 +243,7 @@ class Era:
         """The era's patches of shared files, in the order they are applied."""
         out = [
             PatchSpec(
-                L.REGISTRY,
+                layout.REGISTRY,
                 "AddDictTupleEntry",
                 (
                     ("dict_name", "_OMNI_MODELS"),
@@ -244,7 +260,7 @@ class Era:
             out += self.pipeline_patches(key, module, var)
         for model_type, module, cls in integ.hf_configs:
             kwargs = (("model_type", model_type), ("module", module), ("class_name", cls))
-            out.append(PatchSpec(L.HF_CONFIGS, "RegisterHfConfig", kwargs, "UnregisterHfConfig", kwargs))
+            out.append(PatchSpec(layout.HF_CONFIGS, "RegisterHfConfig", kwargs, "UnregisterHfConfig", kwargs))
         if self.serving_codemod:
             kwargs = (
                 ("name", integ.name),
@@ -254,10 +270,10 @@ class Era:
                 ("stage_keys", integ.stage_keys),
                 ("voice_cloning", integ.voice_cloning),
             )
-            out.append(PatchSpec(L.SERVING, self.serving_codemod[0], kwargs, self.serving_codemod[1], kwargs))
+            out.append(PatchSpec(layout.SERVING, self.serving_codemod[0], kwargs, self.serving_codemod[1], kwargs))
         if self.has_adapters and integ.adapter_module:
-            kwargs = (("module", L.ADAPTERS_MODULE), ("name", integ.adapter_module))
-            out.append(PatchSpec(L.ADAPTERS_INIT, "AddImportAlias", kwargs, "RemoveImportAlias", kwargs))
+            kwargs = (("module", layout.ADAPTERS_MODULE), ("name", integ.adapter_module))
+            out.append(PatchSpec(layout.ADAPTERS_INIT, "AddImportAlias", kwargs, "RemoveImportAlias", kwargs))
         return out
 
     def pipeline_patches(self, key: str, module: str, var: str) -> list[PatchSpec]:
@@ -272,7 +288,7 @@ class LazyPipelineRegistry:
     def pipeline_patches(self, key: str, module: str, var: str) -> list[PatchSpec]:
         return [
             PatchSpec(
-                L.PIPELINE_REGISTRY,
+                layout.PIPELINE_REGISTRY,
                 "AddDictTupleEntry",
                 (("dict_name", "_OMNI_PIPELINES"), ("key", key), ("values", (module, var)), ("what", "pipeline")),
                 "RemoveDictEntry",
@@ -293,9 +309,9 @@ class EagerPipelineRegistry:
     def pipeline_patches(self, key: str, module: str, var: str) -> list[PatchSpec]:
         imp = (("module", module), ("name", var))
         return [
-            PatchSpec(L.PIPELINE_REGISTRY, "AddModuleImport", imp, "RemoveModuleImport", imp),
+            PatchSpec(layout.PIPELINE_REGISTRY, "AddModuleImport", imp, "RemoveModuleImport", imp),
             PatchSpec(
-                L.PIPELINE_REGISTRY,
+                layout.PIPELINE_REGISTRY,
                 "AddDictNameEntry",
                 (("dict_name", "OMNI_PIPELINES"), ("key", key), ("value", var), ("what", "pipeline")),
                 "RemoveDictEntry",

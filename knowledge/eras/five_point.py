@@ -3,39 +3,32 @@
 
 from __future__ import annotations
 
-from omnitts.knowledge import layout as L
-from omnitts.knowledge.eras import base as B
+from omnitts.knowledge.eras import base
 
 
-class FivePoint(B.LazyPipelineRegistry, B.Era):
+class FivePoint(base.LazyPipelineRegistry, base.Era):
     name = "five-point"
     title = "five-point"
     releases = "0.20-0.22"
     serving_codemod = ("FivePointServing", "RemoveFivePointServing")
     points = (
-        B.PACKAGE,
-        B.PROCESSOR,
-        B.PIPELINE,
-        B.DEPLOY,
-        B.REGISTRY,
-        B.LAZY_PIPELINE_REGISTRY,
-        B.HF_CONFIG,
-        B.SERVING_CONSTANT,
-        B.SERVING_UNION,
-        B.Point("serving.detect", L.SERVING, "_detect_tts_model_type() returns the model type for the stage key"),
-        B.Point(
-            "serving.validate", L.SERVING, "_validate_tts_request() dispatches the model type (else: Qwen3-TTS rules)"
-        ),
-        B.Point(
-            "serving.build", L.SERVING, "_prepare_speech_generation() builds the model's request (else: Qwen3-TTS path)"
-        ),
-        B.EXAMPLES,
-        B.TESTS,
-        B.HUB,
+        base.PACKAGE,
+        base.PROCESSOR,
+        base.PIPELINE,
+        base.DEPLOY,
+        base.REGISTRY,
+        base.LAZY_PIPELINE_REGISTRY,
+        base.HF_CONFIG,
+        base.SERVING_CONSTANT,
+        base.SERVING_UNION,
+        *base.SERVING_DISPATCH,
+        base.EXAMPLES,
+        base.TESTS,
+        base.HUB,
     )
 
     @classmethod
-    def matches(cls, files: B.TreeFiles) -> bool:
+    def matches(cls, files: base.TreeFiles) -> bool:
         return (
             files.has_deploy
             and not files.has_adapters

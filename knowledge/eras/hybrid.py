@@ -4,11 +4,11 @@ pipeline registry."""
 
 from __future__ import annotations
 
-from omnitts.knowledge import layout as L
-from omnitts.knowledge.eras import base as B
+from omnitts.knowledge import layout
+from omnitts.knowledge.eras import base
 
 
-class Hybrid(B.EagerPipelineRegistry, B.Era):
+class Hybrid(base.EagerPipelineRegistry, base.Era):
     name = "hybrid"
     title = "hybrid adapters"
     releases = "0.24-0.26"
@@ -16,30 +16,32 @@ class Hybrid(B.EagerPipelineRegistry, B.Era):
     legacy_serving_branches = True
     serving_codemod = ("HybridServing", "RemoveHybridServing")
     points = (
-        B.PACKAGE,
-        B.PROCESSOR,
-        B.PIPELINE,
-        B.DEPLOY,
-        B.REGISTRY,
-        B.EAGER_PIPELINE_REGISTRY,
-        B.HF_CONFIG,
-        B.SERVING_CONSTANT,
-        B.SERVING_UNION,
-        B.Point("serving.detect", L.SERVING, "_detect_tts_model_type() returns the adapter's name for the stage key"),
-        B.ADAPTER,
-        B.ADAPTER_IMPORT,
-        B.Point(
+        base.PACKAGE,
+        base.PROCESSOR,
+        base.PIPELINE,
+        base.DEPLOY,
+        base.REGISTRY,
+        base.EAGER_PIPELINE_REGISTRY,
+        base.HF_CONFIG,
+        base.SERVING_CONSTANT,
+        base.SERVING_UNION,
+        base.Point(
+            "serving.detect", layout.SERVING, "_detect_tts_model_type() returns the adapter's name for the stage key"
+        ),
+        base.ADAPTER,
+        base.ADAPTER_IMPORT,
+        base.Point(
             "adapter.stage_keys",
-            f"{L.ADAPTERS}/<name>.py",
+            f"{layout.ADAPTERS}/<name>.py",
             "adapter's stage_keys name the entry stage key (documentation in 0.24-0.26)",
         ),
-        B.EXAMPLES,
-        B.TESTS,
-        B.HUB,
+        base.EXAMPLES,
+        base.TESTS,
+        base.HUB,
     )
 
     @classmethod
-    def matches(cls, files: B.TreeFiles) -> bool:
+    def matches(cls, files: base.TreeFiles) -> bool:
         return (
             files.has_deploy
             and files.has_adapters

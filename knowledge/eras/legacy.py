@@ -9,18 +9,18 @@ so generated models key their per-request state on it (`request_id_keys`).
 
 from __future__ import annotations
 
-from omnitts.knowledge import layout as L
-from omnitts.knowledge.eras import base as B
+from omnitts.knowledge import layout
+from omnitts.knowledge.eras import base
 
-STAGE_CONFIG = B.Point(
+STAGE_CONFIG = base.Point(
     "stage_config",
-    f"{L.STAGE_CONFIGS}/<model_type>.yaml",
+    f"{layout.STAGE_CONFIGS}/<model_type>.yaml",
     "stage_args yaml (topology; file name = HF model_type)",
     generated=True,
 )
 
 
-class LegacyStageConfigs(B.Era):
+class LegacyStageConfigs(base.Era):
     name = "legacy"
     title = "legacy stage_configs"
     releases = "0.18"
@@ -28,27 +28,21 @@ class LegacyStageConfigs(B.Era):
     serving_codemod = ("FivePointServing", "RemoveFivePointServing")
     stage_args_topology = True
     points = (
-        B.PACKAGE,
-        B.PROCESSOR,
+        base.PACKAGE,
+        base.PROCESSOR,
         STAGE_CONFIG,
-        B.REGISTRY,
-        B.HF_CONFIG,
-        B.SERVING_CONSTANT,
-        B.SERVING_UNION,
-        B.Point("serving.detect", L.SERVING, "_detect_tts_model_type() returns the model type for the stage key"),
-        B.Point(
-            "serving.validate", L.SERVING, "_validate_tts_request() dispatches the model type (else: Qwen3-TTS rules)"
-        ),
-        B.Point(
-            "serving.build", L.SERVING, "_prepare_speech_generation() builds the model's request (else: Qwen3-TTS path)"
-        ),
-        B.EXAMPLES,
-        B.TESTS,
-        B.HUB,
+        base.REGISTRY,
+        base.HF_CONFIG,
+        base.SERVING_CONSTANT,
+        base.SERVING_UNION,
+        *base.SERVING_DISPATCH,
+        base.EXAMPLES,
+        base.TESTS,
+        base.HUB,
     )
 
     @classmethod
-    def matches(cls, files: B.TreeFiles) -> bool:
+    def matches(cls, files: base.TreeFiles) -> bool:
         return (
             not files.has_deploy
             and not files.has_adapters
@@ -58,7 +52,7 @@ class LegacyStageConfigs(B.Era):
             and files.pipeline_registry is None
         )
 
-    def pipeline_patches(self, key: str, module: str, var: str) -> list[B.PatchSpec]:
+    def pipeline_patches(self, key: str, module: str, var: str) -> list[base.PatchSpec]:
         return []  # no pipeline registry in this era
 
     @staticmethod

@@ -102,6 +102,7 @@ class _DictCommand(VisitorBasedCodemodCommand):
         lines = source.splitlines(keepends=True)
         if (
             0 < index < len(node.keys)
+            and node.keys[index] is not None  # `**spread` has no key: the whole dict is parsed instead
             and _starts_line(lines, node.keys[index])
             and node.values[index - 1].end_lineno < node.keys[index].lineno
         ):

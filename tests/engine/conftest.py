@@ -16,9 +16,9 @@ RELEASE = cpu_engine_releases()[-1]  # the newest release with a CPU engine reci
 
 @pytest.fixture(scope="session")
 def engine_python() -> Path:
-    from omnitts.validators.engine.install import ensure_engine_env
+    from omnitts.validators.engine import install
 
-    return ensure_engine_env(RELEASE)
+    return install.engine_python(RELEASE)  # the tests' engine runs where the validators' does (install.engine_python)
 
 
 @pytest.fixture(scope="session")
@@ -41,3 +41,19 @@ def scaffold(tmp: Path, pattern: str, name: str) -> Path:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return tree
+
+
+@pytest.hookimpl(trylast=True)  # after -m / -k deselected what does not run
+def pytest_collection_modifyitems(config, items):
+    """The Gradio demo's browser tests need Chromium, chromedriver and ffmpeg from the system (apt): when they are
+    selected and one is missing, the session stops before any test with one line (not one error per test)."""
+    if not any(Path(str(item.fspath)).name == "test_gradio_demo.py" for item in items):
+        return
+    from .demo_env import DemoEnvError, browser
+
+    try:
+        browser()
+    except DemoEnvError as exc:
+        raise pytest.UsageError(
+            f"tests/engine/test_gradio_demo.py: {exc}, or deselect it with -k 'not gradio_demo'"
+        ) from None

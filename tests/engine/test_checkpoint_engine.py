@@ -24,8 +24,10 @@ from pathlib import Path
 
 import pytest
 
+from omnitts.validators import checkids
+
 from .conftest import RELEASE, scaffold
-from .test_engine_tier import EXPECTED
+from .test_engine_tier import EXPECTED, check_of
 
 pytestmark = pytest.mark.engine
 
@@ -60,20 +62,19 @@ def _validators(
         "--omnitts-out", str(tmp_path / "out"), f"--junitxml={junit}", "-o", "addopts=--import-mode=importlib",
     ]  # fmt: skip
     started = time.monotonic()
-    # TMPDIR: the engine tier's work folder (offline/offline.log) lands in this test's folder, where it is read
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=1200, env=env)
     outcome = {}
     for case in ET.parse(junit).getroot().iter("testcase") if junit.is_file() else []:
         kind = next((child.tag for child in case if child.tag in ("failure", "error", "skipped")), "passed")
-        outcome[case.get("name").split("[")[0]] = kind
+        outcome[check_of(case.get("name"))] = kind
     print(f"{' '.join(flags)}: {time.monotonic() - started:.0f} s, {outcome}")
     return proc, outcome
 
 
 def _engine_config(tmp_path: Path, name: str, log: str = "offline/offline.log") -> tuple[str, str]:
     """(model, load_format) of the engine vLLM started, from its own log line ``Initializing a V1 LLM engine``."""
-    logs = list(tmp_path.glob(f"omnitts-engine-{name}-*/{log}"))
+    logs = list(tmp_path.glob(f"out/*/engine/{name}/{log}"))  # the run folder keeps the engine's work folder
     assert len(logs) == 1, logs
     found = re.search(r"with config: model='([^']+)'.*?load_format=(\w+)", logs[0].read_text())
     assert found, f"no engine config line in {logs[0]}"
@@ -121,10 +122,9 @@ def test_checkpoint_without_weights_serves_with_dummy_weights(prebuilt, tmp_path
 # Measured on the 0.30.0 CPU engine (docs/engine.md): vLLM's dummy loader draws every weight from U(-1e-3, 1e-3), so
 # the tiny model's audio hardly depends on the text: the two texts that differ only in their last digits give the
 # same audio, and the distinct-texts check fails on exactly them. Every other offline check passes.
-DUMMY_OUTCOME = {**dict.fromkeys(OFFLINE_CHECKS, "passed"), "test_engine_offline_text_reaches_the_model": "failure"}
+DUMMY_OUTCOME = {**dict.fromkeys(OFFLINE_CHECKS, "passed"), checkids.I4_CONCURRENCY: "failure"}
 DUMMY_DISTINCT_FAILURE = (
-    "I4 (offline Omni): the text does not reach the model: 'Four: the last text, with digits 0123.' and "
-    "'Four: the last text, with digits 4567.' give the same audio"
+    "'Four: the last text, with digits 0123.' and 'Four: the last text, with digits 4567.' give the same audio"
 )
 
 
@@ -135,18 +135,17 @@ QWEN3_REQUEST_INFO = {"task_type": "CustomVoice", "speaker": "tiny", "language":
 QWEN3_OUTCOME = {
     **dict.fromkeys(OFFLINE_CHECKS, "passed"),
     # dummy weights: every text gives the same audio (as tests/engine/test_upstream_models.py's strict xfail)
-    "test_engine_offline_text_reaches_the_model": "failure",
+    checkids.I4_CONCURRENCY: "failure",
     # a pristine release tree has no examples/ folder
-    "test_engine_offline_example_runs": "failure",
+    checkids.I2_CONSUMER_FORMS: "failure",
     # the first output Omni yields for the streamed request is already finished (likely async_chunk off in the tiny
     # directory's deploy config: only code2wav's final output reaches the caller), so nothing is aborted mid-request
-    "test_engine_offline_state_freed_in_worker": "failure",
+    checkids.I5_STATE_FREED: "failure",
 }
 QWEN3_MESSAGES = (
-    "I4 (offline Omni): the text does not reach the model: 'Hello there.' and 'A second, longer sentence for the "
-    "engine tier.' give the same audio",
+    "'Hello there.' and 'A second, longer sentence for the engine tier.' give the same audio",
     "no offline example in the tree for qwen3_tts",
-    "I5 (worker): the abort scenario's request ended before it was aborted",
+    "the request ended before it was aborted",
 )
 
 
@@ -170,5 +169,5 @@ def test_checkpoint_runs_a_model_of_the_tree_not_shaped_like_the_scaffold(tmp_pa
     for message in QWEN3_MESSAGES:
         assert message in proc.stdout, (message, proc.stdout[-6000:])
     assert _engine_config(tmp_path / "session", "qwen3_tts") == (str(model_dir), "dummy")
-    result = json.loads(next((tmp_path / "session").glob("omnitts-engine-qwen3_tts-*/offline/result.json")).read_text())
+    result = json.loads(next((tmp_path / "session").glob("out/*/engine/qwen3_tts/offline/result.json")).read_text())
     assert result["requests_from"] == "omnitts+request_info"

@@ -31,14 +31,14 @@ pytestmark = pytest.mark.engine
 
 MODEL = "tiny_demo"
 DEMO = Path("examples/online_serving/text_to_speech") / MODEL / "gradio_demo.py"
-BROWSER = Path(__file__).resolve().parents[2] / "validators" / "engine" / "browser.py"
+BROWSER = Path(__file__).resolve().parent / "browser.py"
 TEXT = "Streaming speech from the scaffold's demo."
 SPEECH_LINE = '"POST /v1/audio/speech HTTP/1.1" 200'
 
 
 @pytest.fixture(scope="module")
 def demo_python() -> Path:
-    from omnitts.validators.engine.demo_env import browser, ensure_demo_env
+    from .demo_env import browser, ensure_demo_env
 
     browser()  # fails closed, with the apt-get line, when Chromium is missing
     return ensure_demo_env()
@@ -69,7 +69,7 @@ def _demo_env() -> dict[str, str]:
 def test_demo_stream_decodes_to_the_servers_audio(served, demo_python, tmp_path):
     """The demo's streaming client yields the same samples the server gives for the whole request (on 0.30 a
     `"stream": true` answer is SSE; read as raw PCM it was base64 text played as noise)."""
-    from omnitts.validators.engine.runtime import http
+    from omnitts.validators.backends.http import send
 
     tree, model_dir, server = served
     out = tmp_path / "streamed.pcm"
@@ -88,9 +88,14 @@ def test_demo_stream_decodes_to_the_servers_audio(served, demo_python, tmp_path)
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     streamed = np.fromfile(out, dtype="<i2")
-    status, headers, body = http(
-        "POST", f"{server.url}/v1/audio/speech", {"model": str(model_dir), "input": TEXT, "response_format": "pcm"}
+    answer = send(
+        server.url,
+        "POST",
+        "/v1/audio/speech",
+        {"model": str(model_dir), "input": TEXT, "response_format": "pcm"},
+        timeout=120,
     )
+    status, body = answer.status, answer.body
     assert status == 200, body[:500]
     whole = np.frombuffer(body, dtype="<i2")
     assert len(streamed) == len(whole), f"streamed {len(streamed)} samples, whole request {len(whole)}"
@@ -133,8 +138,10 @@ def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float) -> N
 
 
 def test_demo_loads_streams_and_plays_in_chromium(served, demo_python, tmp_path):
-    from omnitts.validators.engine.demo_env import browser
-    from omnitts.validators.engine.runtime import free_port, http
+    from omnitts.validators.backends.http import send
+    from omnitts.validators.engine.runtime import free_port
+
+    from .demo_env import browser
 
     tree, model_dir, server = served
     chromium, chromedriver = browser()
@@ -203,9 +210,9 @@ def test_demo_loads_streams_and_plays_in_chromium(served, demo_python, tmp_path)
         assert played["played"] > 0 or played["ended"], played
         # What the browser decoded lasts as long as the server's audio for the text (Gradio re-encodes it as
         # mp3, whose padding is a few tens of ms): noise from a misread stream would be ~40 % longer.
-        status, _, body = http(
-            "POST", f"{server.url}/v1/audio/speech", {"model": str(model_dir), "input": TEXT, "response_format": "wav"}
-        )
+        body = {"model": str(model_dir), "input": TEXT, "response_format": "wav"}
+        answer = send(server.url, "POST", "/v1/audio/speech", body, timeout=120)
+        status, body = answer.status, answer.body
         assert status == 200, body[:500]
         expected = sf.info(io.BytesIO(body)).duration
         assert played["duration"] is not None and abs(played["duration"] - expected) <= max(0.15, 0.1 * expected), (

@@ -23,8 +23,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from omnitts.validators.engine import probe as probe_mod
-from omnitts.validators.engine.probe import Probe, ProbeError, underrun
+from omnitts.validators.backends.url import has_av
+from omnitts.validators.engine.probe import STEPS, Probe, ProbeError
+from omnitts.validators.verdicts.perf import underrun
 
 REPO = Path(__file__).resolve().parents[2]
 SR = 16000
@@ -198,23 +199,23 @@ def by_check(report: dict) -> dict:
 def test_probe_passes_a_correct_server_and_writes_reports(tmp_path):
     report = run_probe(tmp_path, concurrency=(1, 4, 8))
     checks = by_check(report)
-    assert set(checks) == {c for c, _, _ in Probe.STEPS}
+    assert set(checks) == {c for c, _ in STEPS}
     assert report["passed"], {c: r["message"] for c, r in checks.items() if not r["passed"]}
     assert report["sample_rate"] == SR and report["deterministic"] is True
     out = tmp_path / "probe"
     assert json.loads((out / "report.json").read_text())["passed"] is True
     assert "| `i4.concurrency` | concurrency | pass |" in (out / "report.md").read_text()
     wavs = sorted((out / "audio").glob("*.wav"))
-    assert len(wavs) >= 3 + 3 + 4 + 12 + 13  # formats, streams, solo, concurrent rounds, perf requests
+    assert len(wavs) >= 4 + 3 + 5 + 15 + 13  # formats, streams, solo, concurrent rounds, perf requests
     assert sf.info(str(wavs[0])).samplerate == SR
     perf = checks["perf.rtf_ttfa"]["details"]
-    assert perf["stream"] == "audio" and set(perf["levels"]) == {1, 4, 8}
-    for level, stats in perf["levels"].items():
-        assert len(stats["requests"]) == level
-        for row in stats["requests"]:
-            assert 0 < row["ttfp_ms"] <= row["latency_s"] * 1e3 and row["rtf"] > 0 and row["chunks"] >= 2
-    streams = checks["i1.stream_equals_offline"]["details"]["modes"]
-    assert set(streams) == {"sse", "audio"} and streams["sse"]["deltas"] >= 2
+    assert perf["stream"] == "audio" and set(perf["rounds"]) == {"c=1", "c=4", "c=8"}
+    for level, stats in perf["rounds"].items():
+        assert len(stats["requests"]) == int(level[2:])
+        for row in stats["requests"].values():
+            assert row["ttfa_ms"] > 0 and row["rtf"] > 0 and row["chunks"] >= 2 and row["underrun_s"] >= 0
+    streams = checks["i1.stream_equals_offline"]["details"]["streams"]
+    assert set(streams) == {"stream (sse)", "stream (audio)"} and streams["stream (sse)"]["deltas"] >= 2
 
 
 def test_cli_exit_codes_and_console_script(tmp_path):
@@ -252,10 +253,10 @@ def test_server_without_stream_format_is_streamed_and_timed_over_sse(tmp_path):
     report = run_probe(tmp_path, {"sse_only"}, only={"i1.stream_equals_offline", "perf.rtf_ttfa"})
     checks = by_check(report)
     assert report["passed"], {c: r["message"] for c, r in checks.items()}
-    assert set(checks["i1.stream_equals_offline"]["details"]["modes"]) == {"sse"}
+    assert set(checks["i1.stream_equals_offline"]["details"]["streams"]) == {"stream (sse)"}
     perf = checks["perf.rtf_ttfa"]["details"]
     assert perf["stream"] == "sse"
-    assert all(row["chunks"] >= 2 and row["ttfp_ms"] > 0 for row in perf["levels"][4]["requests"])
+    assert all(row["chunks"] >= 2 and row["ttfa_ms"] > 0 for row in perf["rounds"]["c=4"]["requests"].values())
 
 
 # ------------------------------------------------------------------------------------------- seeded bugs
@@ -280,7 +281,7 @@ def test_unknown_voice_answered_with_audio_is_caught(tmp_path):
     # What the scaffold's 0.30.0 adapter does (found by the engine test below): voice ignored, 200 with audio.
     result = by_check(run_probe(tmp_path, {"voice_ignored"}, only={"server.bad_requests"}))["server.bad_requests"]
     assert not result["passed"]
-    assert result["message"] == "unknown voice: expected a 4xx, got HTTP 200 (audio/wav, 6444 bytes)"
+    assert "\n  unknown voice: expected a 4xx, got HTTP 200 (audio/wav, 6444 bytes)" in result["message"]
 
 
 def test_4xx_without_message_is_caught(tmp_path):
@@ -292,8 +293,8 @@ def test_stream_that_differs_from_the_whole_is_caught(tmp_path):
     result = by_check(run_probe(tmp_path, {"stream_drops_last"}, only={"i1.stream_equals_offline"}))
     message = result["i1.stream_equals_offline"]["message"]
     assert not result["i1.stream_equals_offline"]["passed"]
-    assert "stream (sse) concatenated differs from the non-streamed audio: truncated" in message
-    assert "stream (audio) concatenated differs" in message
+    assert "stream (sse): TRUNCATION: stream stops at sample" in message
+    assert "stream (audio): TRUNCATION" in message and "listen: audio/" in message
 
 
 def test_same_audio_for_every_text_is_caught(tmp_path):
@@ -303,8 +304,8 @@ def test_same_audio_for_every_text_is_caught(tmp_path):
 
 def test_crosstalk_between_concurrent_requests_is_caught(tmp_path):
     result = by_check(run_probe(tmp_path, {"crosstalk"}, only={"i4.concurrency"}))["i4.concurrency"]
-    assert not result["passed"] and "differs from its solo run" in result["message"]
-    assert "4 at once" in result["message"]
+    assert not result["passed"] and "MISMATCH: same length" in result["message"]
+    assert "[5 at once]" in result["message"] and "crosstalk:" in result["message"]
 
 
 def test_flac_with_a_wrong_sample_rate_is_caught(tmp_path):
@@ -317,7 +318,7 @@ def test_offered_format_that_cannot_be_decoded_here_fails(tmp_path):
     formats = ("wav", "pcm", "flac", "mp3")
     result = by_check(run_probe(tmp_path, only={"server.response_formats"}, formats=formats))
     fmt = result["server.response_formats"]
-    if probe_mod._has_av():  # PyAV here: mp3 decodes and the check passes
+    if has_av():  # PyAV here: mp3 decodes and the check passes
         assert fmt["passed"], fmt["message"]
     else:  # no PyAV: mp3 is reported as not decodable here, a failure, not a silent pass
         assert not fmt["passed"] and "mp3: not decodable here" in fmt["message"] and "--av-python" in fmt["message"]
@@ -349,13 +350,13 @@ def test_underrun_matches_the_bench_definition():
 
 @pytest.mark.engine
 def test_probe_against_the_real_server_tier(tmp_path_factory, engine_python):
-    from omnitts.validators.engine.pytest_options import EngineModel
+    from omnitts.validators.engine.session import EngineSession
 
     from .conftest import RELEASE, scaffold
 
     tmp = tmp_path_factory.mktemp("probe-engine")
     tree = scaffold(tmp, "single-stage", "tiny_single_stage")
-    engine = EngineModel(tree, "tiny_single_stage", RELEASE, tmp / "work", 600)
+    engine = EngineSession(tree, "tiny_single_stage", RELEASE, tmp / "work", 600)
     try:
         server = engine.start_server()
         out = tmp / "report"
@@ -372,7 +373,7 @@ def test_probe_against_the_real_server_tier(tmp_path_factory, engine_python):
     summary = {r["check"]: (r["passed"], r["message"][:400]) for r in report["results"]}
     print(json.dumps(summary, indent=1))
     print((out / "report.md").read_text())
-    assert set(summary) == {c for c, _, _ in Probe.STEPS}
+    assert set(summary) == {c for c, _ in STEPS}
     failed = {check: message for check, (ok, message) in summary.items() if not ok}
     # The probe once found that the generated adapter answered an unknown voice with 200 and audio; the templates
     # refuse it now (tests/scaffold/test_unknown_voice.py), so every check must pass.

@@ -16,7 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from omnitts.validators.checks.test_engine_tier import _distinct, _same
+from omnitts.validators.engine import offline
+from omnitts.validators.observations.audio import Source
+from omnitts.validators.verdicts.compare import compare, same_audio
+from omnitts.validators.verdicts.tolerances import tolerance
 
 from .conftest import RELEASE
 
@@ -57,15 +60,16 @@ def upstream_run(request, engine_env, tmp_path_factory):
     ]  # fmt: skip
     proc = engine_env.run(drive, timeout=900, log=out / "offline.log")
     took = time.monotonic() - started
-    result = json.loads((out / "result.json").read_text()) if (out / "result.json").is_file() else {}
+    result = offline.read(out)
     log_tail = "\n".join((out / "offline.log").read_text().splitlines()[-40:])
-    assert proc.returncode == 0 and "error" not in result, f"{model}: {result.get('traceback', '')}\n{log_tail}"
-    print(f"{model}: startup {result['startup_s']} s, engine run {took:.0f} s, {json.dumps(result['scenarios'])}")
+    assert proc.returncode == 0 and result is not None and result.error is None, f"{model}: {result}\n{log_tail}"
+    walls = {s.name: s.wall_s for s in result.scenarios}
+    print(f"{model}: startup {result.startup_s} s, engine run {took:.0f} s, scenarios {walls}")
     return model, result, out
 
 
-def _solo(result: dict, out: Path) -> dict[str, np.ndarray]:
-    return {r["text"]: np.load(out / "solo" / f"{i}.npy") for i, r in enumerate(result["scenarios"]["solo"]["rows"])}
+def _solo(result, out: Path) -> dict[str, np.ndarray]:
+    return {r.request: r.samples for r in result.scenario("solo").requests}
 
 
 # Checks a model is known to fail, with the measured reason (docs/upstream_models.md): xfail(strict=True), so the
@@ -79,8 +83,9 @@ KNOWN_FAILURES = {
     "by 2.0e-3..7.3e-3, the same size as one text against itself (the unseeded flow noise, up to 4.6e-3): the "
     "text's effect is not distinguishable from noise; needs random weights at a trained scale.",
     ("qwen3_tts", "text_reaches_the_model"): "vLLM's load_format=dummy draws every weight from U(-1e-3, 1e-3): the "
-    "tiny Qwen3-TTS's greedy codes do not depend on the text, so all texts give the same audio; needs random "
-    "weights at a trained scale.",
+    "tiny Qwen3-TTS's greedy codes do not depend on the text, so all texts give the same audio, also with the requests "
+    "the release's serving adapter builds (measured); with random weights at a trained scale the text reaches the "
+    "codes (tests/engine/test_parity_qwen3_tts.py).",
 }
 
 
@@ -90,25 +95,29 @@ def _known(request, model: str, check: str) -> None:
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
 
-def _same_text_diffs(result: dict, out: Path) -> list[tuple[str, bool, str, float]]:
+def _same_text_diffs(result, out: Path) -> list[tuple[str, bool, str, float]]:
     """(where, equal within the tier's tolerance, how, max |diff|) of every batched output against its solo run."""
-    solo, rows = _solo(result, out), []
-    for name, scenario in result["scenarios"].items():
-        if name == "solo":
+    solo, rows, tol = _solo(result, out), [], tolerance(Source("offline"))
+    for scenario in result.scenarios:
+        if scenario.name == "solo":
             continue
-        for i, row in enumerate(scenario["rows"]):
-            got, want = np.load(out / name / f"{i}.npy"), solo[row["text"]]
-            same, how = _same(got, want)
+        for i, row in enumerate(scenario.requests):
+            got, want = row.samples, solo[row.request]
+            cmp = compare(got, want, tol.rtol, tol.atol)
             diff = float(np.max(np.abs(got - want))) if got.shape == want.shape and got.size else float("inf")
-            rows.append((f"{name}[{i}] {row['text']!r}", same, how, diff))
+            rows.append((f"{scenario.name}[{i}] {row.request}", cmp.equal, cmp.verdict, diff))
     return rows
 
 
 def test_upstream_model_offline_i1(upstream_run):
     model, result, out = upstream_run
-    rows = result["scenarios"]["solo"]["rows"]
+    rows = result.scenario("solo").requests
     # I1: sample rate and duration of every solo output.
-    bad = [r for r in rows if r["sr"] != SAMPLE_RATE[model] or not r["seconds"] or not 0 < r["seconds"] < 60]
+    bad = [
+        (r.request, r.sample_rate, r.size)
+        for r in rows
+        if r.sample_rate != SAMPLE_RATE[model] or not 0 < r.size / r.sample_rate < 60
+    ]
     assert not bad, f"I1 ({model}): {bad}"
 
 
@@ -126,7 +135,7 @@ def test_upstream_model_offline_text_reaches_the_model(request, upstream_run):
     model, result, out = upstream_run
     _known(request, model, "text_reaches_the_model")
     solo = _solo(result, out)
-    same = _distinct(solo)
+    same = same_audio(solo)
     assert not same, f"I4 ({model}): " + "; ".join(same)
     # Distinct is not enough where the model is not deterministic: two texts must differ by more than one text
     # differs from itself across runs (batch vs solo), or the difference may be the model's own noise.
@@ -158,3 +167,48 @@ def test_text_effect_check_catches_noise_and_passes_a_text_driven_model():
     assert _texts_within_noise(jitter, 2e-3)  # texts only as far apart as the noise
     driven = {t: base + k * 0.1 for k, t in enumerate(texts)}
     assert not _texts_within_noise(driven, 2e-3)  # the text moves the output by 0.1 against 2e-3 of noise
+
+
+# What the release's Qwen3-TTS at its real shapes builds: the talker (with its code predictor) and the codec decoder,
+# constructed on the meta device from the written directory with the release's own classes.
+_META_BUILD = """
+import json, sys, torch
+from vllm_omni.model_executor.models.qwen3_tts.configuration_qwen3_tts import Qwen3TTSConfig
+from vllm_omni.model_executor.models.qwen3_tts.tokenizer_12hz.configuration_qwen3_tts_tokenizer_v2 import (
+    Qwen3TTSTokenizerV2Config)
+from vllm_omni.model_executor.models.qwen3_tts.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import (
+    Qwen3TTSTokenizerV2Decoder)
+out = sys.argv[1]
+config = Qwen3TTSConfig.from_pretrained(out)
+codec = Qwen3TTSTokenizerV2Config.from_pretrained(out + "/speech_tokenizer")
+with torch.device("meta"):
+    decoder = Qwen3TTSTokenizerV2Decoder(codec.decoder_config)
+print(json.dumps({"decoder_params": sum(p.numel() for p in decoder.parameters()),
+                  "talker_hidden": config.talker_config.hidden_size}))
+"""
+
+
+def test_qwen3_tts_real_size_directory_has_the_real_shapes_and_builds(engine_env, tmp_path):
+    """``upstream build --size real`` (what the H200 run loads with dummy weights): the config classes' default
+    widths and depths, the real text vocabulary, 16 code groups on both stages, the release's own deploy config
+    (async chunks, CUDA graphs) with greedy sampling; the release's codec decoder constructs from it."""
+    out = tmp_path / "qwen3-real"
+    build = [
+        "-m", "omnitts.validators.engine.upstream", "build", "--tree", str(engine_env.tree), "--model", "qwen3_tts",
+        "--size", "real", "--out", str(out),
+    ]  # fmt: skip
+    proc = engine_env.run(build, timeout=300, log=tmp_path / "build.log")
+    assert proc.returncode == 0, (tmp_path / "build.log").read_text()[-3000:]
+    talker = json.loads((out / "config.json").read_text())["talker_config"]
+    shapes = {k: talker[k] for k in ("hidden_size", "num_hidden_layers", "head_dim", "text_vocab_size")}
+    assert shapes == {"hidden_size": 1024, "num_hidden_layers": 20, "head_dim": 128, "text_vocab_size": 151936}
+    codec = json.loads((out / "speech_tokenizer" / "config.json").read_text())
+    groups = codec["decoder_config"]["num_quantizers"]
+    assert talker["num_code_groups"] == talker["code_predictor_config"]["num_code_groups"] == groups == 16
+    deploy = json.loads((out / "omnitts_deploy.yaml").read_text())
+    assert "async_chunk" not in deploy and deploy["stages"][0]["default_sampling_params"]["temperature"] == 0.0
+    (tmp_path / "meta.py").write_text(_META_BUILD)
+    proc = engine_env.run([str(tmp_path / "meta.py"), str(out)], timeout=300, log=tmp_path / "meta.log")
+    log = (tmp_path / "meta.log").read_text()
+    assert proc.returncode == 0, log[-3000:]
+    assert json.loads(log.strip().splitlines()[-1])["decoder_params"] > 100_000_000

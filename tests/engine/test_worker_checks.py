@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from omnitts.validators import checkids
+
 from .conftest import scaffold
+from .test_engine_tier import check_of
 
 pytestmark = pytest.mark.engine
 
@@ -48,22 +51,24 @@ HOLDER = "stage0:TinySingleStageForGeneration."
 # check -> what its failure must say, per tier
 EXPECTED_FAILURES = {
     "offline": {
-        "test_engine_offline_state_freed_in_worker": (
-            f"after finish: {HOLDER}_prompt_lengths still holds",
-            f"after abort: {HOLDER}_stream_gens still holds",
+        checkids.I5_STATE_FREED: (
+            f"after finish (offline): {HOLDER}_prompt_lengths still holds",
+            f"after abort (offline): {HOLDER}_stream_gens still holds",
         ),
-        "test_engine_offline_no_growth_in_worker": (f"{HOLDER}_prompt_lengths: ", f"{HOLDER}_stream_gens: "),
-        "test_engine_offline_host_syncs_in_worker": ("in generate_chunk: if stop.item():",),
+        checkids.I5_NO_GROWTH: (f"{HOLDER}_prompt_lengths: ", f"{HOLDER}_stream_gens: "),
+        checkids.I5_ABORT_RECOVERY: (f"aborts: {HOLDER}_prompt_lengths still holds", f"aborts: {HOLDER}_stream_gens"),
+        checkids.I3_HOST_SYNCS: ("in generate_chunk: if stop.item():",),
     },
     "server": {
-        "test_engine_server_disconnect_frees_state": (
-            f"{HOLDER}_prompt_lengths still holds",
+        checkids.I5_STATE_FREED: (
+            f"after disconnect (server): {HOLDER}_prompt_lengths still holds",
             f"{HOLDER}_stream_gens still holds",
         ),
         # The server's max_new_tokens is the model's own cap (the adapter passes it in additional_information):
         # each request reaches its last chunk, which drops its _stream_gens entry; only _prompt_lengths grows.
-        "test_engine_server_no_growth_in_worker": (f"{HOLDER}_prompt_lengths: ",),
-        "test_engine_server_host_syncs_in_worker": ("in generate_chunk: if stop.item():",),
+        checkids.I5_NO_GROWTH: (f"{HOLDER}_prompt_lengths: ",),
+        checkids.I5_ABORT_RECOVERY: (f"aborts: {HOLDER}_prompt_lengths still holds",),
+        checkids.I3_HOST_SYNCS: ("in generate_chunk: if stop.item():",),
     },
 }
 
@@ -99,7 +104,7 @@ def test_in_worker_checks_catch_seeded_bugs(seeded_tree, tmp_path, tier):
             "--engine",
             tier,
             "-k",
-            "in_worker or disconnect",
+            "i5 or i3",
             "--omnitts-out",
             str(tmp_path / "out"),
             f"--junitxml={junit}",
@@ -114,7 +119,7 @@ def test_in_worker_checks_catch_seeded_bugs(seeded_tree, tmp_path, tier):
     assert junit.is_file(), proc.stdout[-4000:] + proc.stderr[-2000:]
     outcome, messages = {}, {}
     for case in ET.parse(junit).getroot().iter("testcase"):
-        name = case.get("name").split("[")[0]
+        name = check_of(case.get("name"))
         failed = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
         outcome[name] = failed.tag if failed is not None else "passed"
         messages[name] = (failed.get("message", "") + (failed.text or "")) if failed is not None else ""

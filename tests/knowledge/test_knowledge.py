@@ -66,7 +66,7 @@ def test_runner_contract_table():
     assert contract_for("0.30.0", "v2").preprocess_id_key == "req_id"
     assert contract_for("0.23.1") == replace(contract_for("0.22.0"), version="0.23.1")  # row below
     assert contract_for("0.24.0").generation_notifies_finish and not contract_for("0.22.0").generation_notifies_finish
-    assert contract_for(None).version == "0.20.0"
+    assert contract_for(None).version == KNOWN_RELEASES[-1]  # the newest supported
     with pytest.raises(ValueError, match="Model Runner V2"):
         contract_for("0.28.0", "v2")
     with pytest.raises(ValueError, match="older than the oldest"):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 
 from omnitts.knowledge import upstream
-from omnitts.validators.engine import upstream as builders
+from omnitts.validators.engine.upstream import BUILDERS
 
 
 def test_every_builder_is_a_model_the_survey_calls_buildable():
-    for model in builders.BUILDERS:
+    for model in BUILDERS:
         assert upstream.feasibility("0.30.0", model).startswith("buildable"), model
 
 

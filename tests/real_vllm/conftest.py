@@ -73,7 +73,7 @@ def scaffolded_tree(python: Path, patterns: dict[str, str]) -> Path:
     import hashlib
 
     from omnitts.knowledge.releases import working_copy
-    from omnitts.scaffold.cli import main as scaffold
+    from omnitts.scaffold import cli
 
     digest = hashlib.sha256()
     for folder in ("scaffold", "templates"):
@@ -90,7 +90,7 @@ def scaffolded_tree(python: Path, patterns: dict[str, str]) -> Path:
             shutil.rmtree(tree, ignore_errors=True)
             working_copy(VLLM_VERSION, tree)
             for name, pattern in patterns.items():
-                if scaffold(["new", name, "--pattern", pattern, "--target", str(tree)]) != 0:
+                if cli.main(["new", name, "--pattern", pattern, "--target", str(tree)]) != 0:
                     raise RuntimeError(f"scaffold of {name} ({pattern}) failed")
             env_version = {"SETUPTOOLS_SCM_PRETEND_VERSION": VLLM_VERSION}
             log = base / "install-tree.log"

@@ -18,9 +18,9 @@ MODELS = {"gen_two_stage": "two-stage", "gen_single_stage": "single-stage", "gen
 
 
 @pytest.fixture(scope="module")
-def probe(vllm_python, real_tree):
+def stepped(vllm_python, real_tree):
     proc = subprocess.run(
-        [str(vllm_python), str(HERE / "probe_generated.py"), str(real_tree), json.dumps(MODELS)],
+        [str(vllm_python), str(HERE / "step_generated.py"), str(real_tree), json.dumps(MODELS)],
         capture_output=True,
         text=True,
         timeout=900,
@@ -31,13 +31,13 @@ def probe(vllm_python, real_tree):
         if line.startswith("{"):
             item = json.loads(line)
             results[item["name"]] = item
-    assert results, f"probe printed nothing (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+    assert results, f"step_generated.py printed nothing (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
     return results
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_generated_model_imports_resolves_and_steps(probe, real_tree, name):
-    result = probe[name]
+def test_generated_model_imports_resolves_and_steps(stepped, real_tree, name):
+    result = stepped[name]
     assert "error" not in result, result.get("trace")
     assert result["package_file"].startswith(str(real_tree)), "imported from the scaffolded tree"
     expected_archs = 2 if MODELS[name] == "two-stage" else 1

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from omnitts.reference_models.catalog import get_subject
-from omnitts.validators.runtime.harness import Engine, ModelError
+from omnitts.validators.runtime.harness import Harness, ModelError
 from omnitts.validators.runtime.syncspy import SyncSpy
 
 MODELS = ["ref_two_stage", "ref_single_stage", "ref_native_ar"]
@@ -102,7 +102,7 @@ def test_mrv2_request_key_is_not_read(model, device, texts):
 def test_talker_frames_are_not_aliased(device, texts):
     """I5: the talker's emitted frames stay what they were when later steps run (no views of static buffers)."""
     subject = get_subject("ref_two_stage")
-    engine = Engine(subject.runtime(device), device=device, check_aliasing=True)
+    engine = Harness(subject.runtime(device), device=device, check_aliasing=True)
     run = engine.run(subject.plans(texts[:1]))
     assert len(run.steps) > 4 and run.alias_violations == []
 

@@ -11,7 +11,7 @@ import torch
 
 from omnitts.reference_models.catalog import apply_patches, base_files, get_subject, list_models
 from omnitts.reference_models.mutants import MUTANTS
-from omnitts.validators.runtime.harness import Engine
+from omnitts.validators.runtime.harness import Harness
 from omnitts.validators.runtime.syncspy import SyncSpy
 
 # ------------------------------------------------------------------------------------------ declared, not copy-pasted
@@ -140,7 +140,7 @@ def test_host_sync_mutants_sync_in_the_hot_loop(name, device, texts):
 
 def test_buffer_view_frames_are_overwritten_by_the_next_step(device, texts):
     subject = get_subject("ref_two_stage@buffer-view")
-    run = Engine(subject.runtime(device), device=device, check_aliasing=True).run(subject.plans(texts[:1]))
+    run = Harness(subject.runtime(device), device=device, check_aliasing=True).run(subject.plans(texts[:1]))
     assert any("codes.audio" in v and "changed in place" in v for v in run.alias_violations), run.alias_violations
 
 
@@ -149,7 +149,7 @@ def test_buffer_view_is_seen_by_the_aliasing_check_not_by_the_audio(device, text
     payload split copies list items (``to_payload_element``), so the audio still equals the reference: only the
     aliasing check (I5) sees the frames change after they were returned."""
     subject = get_subject("ref_two_stage@buffer-view")
-    engine = Engine(subject.runtime(device), device=device, async_chunk=False, check_aliasing=True)
+    engine = Harness(subject.runtime(device), device=device, async_chunk=False, check_aliasing=True)
     plans = subject.plans(texts)
     run = engine.run(plans)
     assert any("codes.audio" in v for v in run.alias_violations)
@@ -259,3 +259,55 @@ def test_consolidation_skipping_audio_leaves_offline_consumers_a_chunk_list(serv
         assert isinstance(offline, list) and len(offline) == len(record.deltas)
         last = offline[-1]  # what code reading the final value as the waveform gets
         assert last.numel() < record.stream_audio.numel()
+
+
+# ------------------------------------------------------------------------------------------ the diagnostics mutants
+
+
+def test_chunk_replay_and_stream_doubled_repeat_audio(device, texts):
+    good = get_subject("ref_single_stage").run(texts[:1], device)[0]
+    chunk = good.deltas[0].numel()
+    replayed = get_subject("ref_single_stage@chunk-replay").run(texts[:1], device)[0]
+    assert replayed.stream_audio.numel() == good.stream_audio.numel() + chunk  # one chunk played twice
+    doubled = get_subject("ref_single_stage@stream-doubled").run(texts[:1], device)[0]
+    whole = good.stream_audio
+    torch.testing.assert_close(doubled.stream_audio, torch.cat([whole, whole]), atol=1e-4, rtol=0)
+
+
+def test_seam_fade_silences_every_seam(device, texts):
+    faded = get_subject("ref_single_stage@seam-fade").run(texts[:1], device)[0]
+    assert all(float(d[0].abs()) == 0.0 for d in faded.deltas if d.numel())  # each piece starts from silence
+
+
+def test_voice_broadcast_speaks_the_first_requests_text(device, texts):
+    subject = get_subject("ref_single_stage@voice-broadcast")
+    alone = [subject.run([text], device)[0] for text in texts]
+    together = subject.run(texts, device)  # all three arrive in one step
+    torch.testing.assert_close(together[1].stream_audio, alone[0].stream_audio, atol=1e-5, rtol=0)
+    torch.testing.assert_close(together[0].stream_audio, alone[0].stream_audio, atol=1e-5, rtol=0)
+
+
+def test_seed_batch_draws_after_its_peers(device, texts):
+    """Seeded through the runner's ``_omni_seed`` (0.28+): alone reproducible, batched not."""
+    from dataclasses import replace
+
+    subject = get_subject("ref_single_stage@seed-batch")
+    runtime = subject.runtime(device)
+    assert runtime.release == "0.30.0"
+    plans = [replace(p, seed=7 + i) for i, p in enumerate(subject.plans(texts))]
+    alone = [Harness(runtime, device=device).run([p]).requests[p.ext_id].stream_audio for p in plans]
+    again = Harness(runtime, device=device).run([plans[1]]).requests[plans[1].ext_id].stream_audio
+    torch.testing.assert_close(again, alone[1], atol=0, rtol=0)
+    together = Harness(runtime, device=device).run(plans).in_order(plans)
+    assert not torch.equal(together[1].stream_audio[: alone[1].numel()], alone[1])
+    unseeded = [replace(p, seed=None) for p in plans]  # without a seed the model stays greedy
+    good = get_subject("ref_single_stage").run(texts, device)
+    for got, want in zip(Harness(runtime, device=device).run(unseeded).in_order(unseeded), good, strict=True):
+        torch.testing.assert_close(got.stream_audio, want.stream_audio, atol=1e-5, rtol=0)
+
+
+def test_nan_and_silent_decoders(device, texts):
+    nan = get_subject("ref_single_stage@nan-decoder").run(texts[:1], device)[0].stream_audio
+    assert torch.isnan(nan).all()
+    silent = get_subject("ref_single_stage@silent-decoder").run(texts[:1], device)[0].stream_audio
+    assert silent.numel() > 0 and float(silent.abs().max()) == 0.0

@@ -98,3 +98,21 @@ def test_last_resort_ends_a_process_that_cannot_be_interrupted():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert time.time() - t0 < 30
     assert proc.returncode != 0 and "stuck_in_c" in proc.stderr and "Timeout" in proc.stderr, proc.stderr
+
+
+def test_the_last_resort_writes_the_stacks_where_the_results_can_read_them(tmp_path):
+    """pytest captures stderr and loses it with the process: the stacks go to the process's file instead."""
+    stacks = tmp_path / "stacks" / "main.txt"
+    code = (
+        "import threading, time\n"
+        "from omnitts.validators.runtime.timeouts import deadline, dump_stacks_to\n"
+        f"dump_stacks_to({str(stacks)!r})\n"
+        "def stuck_in_c():\n"
+        "    with deadline(0.3, 'thread', grace=0.2, kill_after=0.5):\n"
+        "        time.sleep(1e6)\n"
+        "t = threading.Thread(target=stuck_in_c); t.start(); t.join()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "stuck_in_c" not in proc.stderr
+    text = stacks.read_text()
+    assert text.startswith("Timeout (") and "in stuck_in_c" in text

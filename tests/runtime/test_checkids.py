@@ -3,10 +3,7 @@ names existing checks (omnitts.validators.checkids)."""
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import pkgutil
-import warnings
 
 import pytest
 
@@ -14,41 +11,11 @@ from omnitts.reference_models.catalog import CORRECT_CHECKS
 from omnitts.reference_models.mutants import MUTANTS
 from omnitts.validators import checkids
 from omnitts.validators.runtime import checklist
-from omnitts.validators.static.engine import all_rules
+from omnitts.validators.static.linter import all_rules
+from omnitts.validators.verdicts import VERDICTS
 
-
-def _check_functions() -> dict[str, object]:
-    """check id -> the harness-tier pytest function in validators/checks marked ``omnitts_check(id)`` (the engine tier,
-    test_engine_tier.py, reports the same ids through the tree's own engine; ENGINE_TIER holds those)."""
-    package = importlib.import_module("omnitts.validators.checks")
-    found: dict[str, object] = {}
-    for info in pkgutil.iter_modules(package.__path__):
-        if not info.name.startswith("test_"):
-            continue
-        engine_tier = info.name == "test_engine_tier"
-        with warnings.catch_warnings():  # omnitts_check is registered by the validators' plugin, not loaded here
-            warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
-            module = importlib.import_module(f"omnitts.validators.checks.{info.name}")
-        for name, fn in vars(module).items():
-            if not (name.startswith("test_") and callable(fn)):
-                continue
-            for mark in getattr(fn, "pytestmark", []):
-                if mark.name != "omnitts_check":
-                    continue
-                if engine_tier:
-                    ENGINE_TIER.setdefault(mark.args[0], []).append(fn)
-                    if mark.args[0] in found:
-                        continue
-                else:
-                    assert mark.args[0] not in found or found[mark.args[0]] in ENGINE_TIER.get(mark.args[0], []), (
-                        f"{mark.args[0]} is produced by two harness checks"
-                    )
-                found[mark.args[0]] = fn
-    return found
-
-
-ENGINE_TIER: dict[str, list] = {}
-CHECK_FUNCTIONS = _check_functions()
+# check id -> its verdict (validators/verdicts): what every backend's report of the check comes from
+CHECK_FUNCTIONS = {check: judge.fn for check, judge in VERDICTS.items()}
 
 
 def test_every_marked_check_is_in_the_vocabulary_and_back():

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from omnitts.validators.engine import offline, runtime
-from omnitts.validators.engine import pytest_options as po
+from omnitts.validators.engine import offline, pytest_options, runtime, session
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,7 +37,7 @@ def test_checkpoint_problem_cases(tmp_path):
     no_weights = tmp_path / "noweights"
     no_weights.mkdir()
     (no_weights / "config.json").write_text("{}")
-    problem = po.checkpoint_problem
+    problem = pytest_options.checkpoint_problem
     assert problem("offline", None, False, ["m"]) is None
     assert problem("offline", str(full), False, ["m"]) is None
     assert problem("server", str(full), True, ["m"]) is None
@@ -89,7 +88,7 @@ def test_a_bad_checkpoint_is_a_one_line_usage_error(tmp_path, case, flags, expec
 def no_engine_env(monkeypatch, tmp_path):
     """EngineEnv.prepare without the engine environment; building a model directory is an error here."""
 
-    def prepare(tree, release, work, placement=None):
+    def prepare(tree, release, work, placement=None, *, python=None):
         placement = placement or runtime.StagePlacement()
         return runtime.EngineEnv(release, Path("/bin/true"), Path(tree), tmp_path, placement)
 
@@ -102,7 +101,7 @@ def no_engine_env(monkeypatch, tmp_path):
 
 def test_the_engine_uses_the_checkpoint_and_dummy_weights(tmp_path, monkeypatch, no_engine_env):
     ckpt = _checkpoint(tmp_path, weights=False)
-    model = po.EngineModel(tmp_path, "m", "0.30.0", tmp_path / "work", 60, checkpoint=ckpt, dummy_weights=True)
+    model = session.EngineSession(tmp_path, "m", "0.30.0", tmp_path / "work", 60, checkpoint=ckpt, dummy_weights=True)
     assert model.model_dir == ckpt.resolve() and model.sample_rate == 16000
     plans = []
     monkeypatch.setattr(model.env, "offline", lambda model_dir, plan, out, timeout: plans.append((model_dir, plan)))
@@ -110,21 +109,45 @@ def test_the_engine_uses_the_checkpoint_and_dummy_weights(tmp_path, monkeypatch,
     model_dir, plan = plans[0]
     assert model_dir == ckpt.resolve() and plan["load_format"] == "dummy" and "deploy_config" not in plan
     assert offline.omni_kwargs(plan) == {
-        "worker_extension_cls": po.WORKER_EXTENSION,
+        "worker_extension_cls": session.WORKER_EXTENSION,
         "load_format": "dummy",
     }
     # without --dummy-weights: vLLM's default loader (no load_format keyword at all)
-    plain = po.EngineModel(tmp_path, "m", "0.30.0", tmp_path / "work2", 60, checkpoint=ckpt)
-    assert plain.load_format is None and po.engine_kwargs(plain.load_format, plain.model_dir) == {}
+    plain = session.EngineSession(tmp_path, "m", "0.30.0", tmp_path / "work2", 60, checkpoint=ckpt)
+    assert plain.load_format is None and session.engine_kwargs(plain.load_format, plain.model_dir) == {}
+
+
+def test_the_offline_engine_run_leaves_wavs_in_the_run_folder(tmp_path, monkeypatch, no_engine_env):
+    """Issue 20: a passing engine run wrote no WAVs. The offline run's observed audio becomes wav/<model>/... WAVs."""
+    import numpy as np
+
+    from omnitts.validators.observations.audio import RequestAudio
+    from omnitts.validators.observations.engine import OfflineRun, Scenario
+    from omnitts.validators.runtime.audio import read_wav
+
+    run = tmp_path / "harness-20260101-000000"
+    model = session.EngineSession(tmp_path, "m", "0.30.0", run / "engine" / "m", 60, checkpoint=_checkpoint(tmp_path),
+                                  wav_root=run)  # fmt: skip
+
+    def fake_offline(model_dir, plan, out, timeout):
+        said = RequestAudio("'a'", np.full(800, 0.25, np.float32), 16000, text="a")
+        return OfflineRun(scenarios=(Scenario("solo", (said,)),))
+
+    monkeypatch.setattr(model.env, "offline", fake_offline)
+    model.offline()
+    wavs = sorted((run / "wav").rglob("*.wav"))
+    assert [p.relative_to(run).as_posix() for p in wavs] == ["wav/m/engine_offline_solo/0.wav"]
+    data, sr = read_wav(wavs[0])
+    assert sr == 16000 and data.shape == (800,) and abs(float(data[0]) - 0.25) < 1e-3
 
 
 def test_a_directorys_own_deploy_config_goes_to_the_engine(tmp_path):
     ckpt = _checkpoint(tmp_path)
-    (ckpt / po.DEPLOY_FILE).write_text("{}")
-    found = po.engine_kwargs("dummy", ckpt)
-    assert found == {"load_format": "dummy", "deploy_config": str(ckpt / po.DEPLOY_FILE)}
+    (ckpt / session.DEPLOY_FILE).write_text("{}")
+    found = session.engine_kwargs("dummy", ckpt)
+    assert found == {"load_format": "dummy", "deploy_config": str(ckpt / session.DEPLOY_FILE)}
     assert offline.omni_kwargs({"texts": ["a"], **found}) == found
-    assert runtime.serve_args(found) == ["--load-format", "dummy", "--deploy-config", str(ckpt / po.DEPLOY_FILE)]
+    assert runtime.serve_args(found) == ["--load-format", "dummy", "--deploy-config", str(ckpt / session.DEPLOY_FILE)]
     with pytest.raises(ValueError, match="no serve flag"):
         runtime.serve_args({"dtype": "float32"})
 
@@ -133,7 +156,7 @@ def test_the_serve_command_carries_load_format(tmp_path):
     env = runtime.EngineEnv("0.30.0", Path("/bin/true"), tmp_path, tmp_path)
     ckpt = _checkpoint(tmp_path, weights=False)
     server = runtime.Server(
-        env, ckpt, tmp_path / "server.log", worker_extension="a.B", engine_kwargs=po.engine_kwargs("dummy", ckpt)
+        env, ckpt, tmp_path / "server.log", worker_extension="a.B", engine_kwargs=session.engine_kwargs("dummy", ckpt)
     )
     cmd = server.command()
     assert cmd[cmd.index("serve") + 1] == str(ckpt)
@@ -144,10 +167,10 @@ def test_the_serve_command_carries_load_format(tmp_path):
 
 
 def test_request_info_goes_into_every_offline_request():
-    assert po.request_info_problem(None) is None
-    assert po.request_info_problem('{"speaker": "tiny"}') is None
-    assert po.request_info_problem("[1]") == "--omnitts-request-info: must be a JSON object"
-    assert po.request_info_problem("{speaker").startswith("--omnitts-request-info: not JSON (")
+    assert pytest_options.request_info_problem(None) is None
+    assert pytest_options.request_info_problem('{"speaker": "tiny"}') is None
+    assert pytest_options.request_info_problem("[1]") == "--omnitts-request-info: must be a JSON object"
+    assert pytest_options.request_info_problem("{speaker").startswith("--omnitts-request-info: not JSON (")
     plain = offline._request("Hi.")
     assert plain == {"prompt": "Hi.", "additional_information": {"text": ["Hi."]}}
     got = offline._with_info(plain, {"speaker": "tiny", "max_new_tokens": 24, "task_type": ["CustomVoice"]})
@@ -165,7 +188,9 @@ def test_request_info_goes_into_every_offline_request():
 
 def test_request_info_reaches_the_offline_plan(tmp_path, monkeypatch, no_engine_env):
     ckpt = _checkpoint(tmp_path)
-    model = po.EngineModel(tmp_path, "m", "0.30.0", tmp_path / "w", 60, checkpoint=ckpt, request_info={"speaker": "x"})
+    model = session.EngineSession(
+        tmp_path, "m", "0.30.0", tmp_path / "w", 60, checkpoint=ckpt, request_info={"speaker": "x"}
+    )
     plans = []
     monkeypatch.setattr(model.env, "offline", lambda model_dir, plan, out, timeout: plans.append(plan))
     model.offline()

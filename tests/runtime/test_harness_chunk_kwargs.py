@@ -14,7 +14,7 @@ import torch
 import toys
 
 from omnitts.knowledge.runner import contract_for
-from omnitts.validators.runtime.harness import ContractError, Engine, ModelError
+from omnitts.validators.runtime.harness import ContractError, Harness, ModelError
 
 _mm_processor = toys.talker2code2wav_async_chunk_struct  # the 0.24+ parameter name, an OmniPayloadStruct back
 
@@ -31,7 +31,7 @@ def _pooling_struct_processor(transfer_manager, pooling_output, request, is_fini
 
 def _run(release: str, processor):
     sub = replace(toys.two_stage(release=release), async_chunk_fn=processor)
-    return Engine(sub).run(sub.prompts[:1], "t")
+    return Harness(sub).run(sub.prompts[:1], "t")
 
 
 def test_the_contract_names_the_payload_keyword():

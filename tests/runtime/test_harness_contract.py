@@ -10,11 +10,11 @@ import toys
 from torch import nn
 
 from omnitts.knowledge.runner import contract_for
-from omnitts.validators.runtime.harness import ContractError, Engine, ModelError, count_frames
+from omnitts.validators.runtime.harness import ContractError, Harness, ModelError, count_frames
 from omnitts.validators.runtime.subject import RequestPlan, RuntimeSubject, StageSpec
 
 
-class Probe(nn.Module):
+class Stepper(nn.Module):
     """Single-stage model that records every call it receives; emits 4 samples per request and step."""
 
     have_multimodal_outputs = True
@@ -55,11 +55,11 @@ class Probe(nn.Module):
 
 def _subject(model_factory, release="0.20.0", n=4, runner="v1", **kw):
     return RuntimeSubject(
-        name="probe",
+        name="stepper",
         pattern="single-stage",
         release=release,
         model_runner=runner,
-        stages=[StageSpec(0, "probe", "ar", model_factory)],
+        stages=[StageSpec(0, "stepper", "ar", model_factory)],
         prompts=[RequestPlan(f"r{i}", [3] * (1 + i), {"text": [f"t{i}"]}, max_tokens=50) for i in range(n)],
         sample_rate=16000,
         hop_length=4,
@@ -69,7 +69,7 @@ def _subject(model_factory, release="0.20.0", n=4, runner="v1", **kw):
 
 
 def _run(subject, plans=None, **kw):
-    eng = Engine(subject, **kw)
+    eng = Harness(subject, **kw)
     run = eng.run(plans or subject.prompts, "t")
     return eng.models[0], run
 
@@ -86,7 +86,7 @@ def _run(subject, plans=None, **kw):
     ],
 )
 def test_preprocess_receives_the_release_id_key(release, runner, key):
-    model, run = _run(_subject(Probe, release=release, runner=runner))
+    model, run = _run(_subject(Stepper, release=release, runner=runner))
     pre = [c[1] for c in model.calls if c[0] == "preprocess"]
     sched = {res.stage_ids[0] for res in run.requests.values()}
     glob = {res.ext_id for res in run.requests.values()}
@@ -108,7 +108,7 @@ def test_preprocess_receives_the_release_id_key(release, runner, key):
     ],
 )
 def test_forward_kwargs_per_release(release, names):
-    model, _ = _run(_subject(Probe, release=release))
+    model, _ = _run(_subject(Stepper, release=release))
     fwd = [c for c in model.calls if c[0] == "forward"]
     for _, keys, _, kwargs in fwd:
         for n in names:
@@ -119,7 +119,7 @@ def test_forward_kwargs_per_release(release, names):
 
 
 def test_finish_ids_are_scheduler_ids_delivered_next_step_before_forward():
-    model, run = _run(_subject(Probe))
+    model, run = _run(_subject(Stepper))
     sched = {res.stage_ids[0] for res in run.requests.values()}
     finished = [c[1] for c in model.calls if c[0] == "finished"]
     assert set().union(*finished) == sched
@@ -130,12 +130,12 @@ def test_finish_ids_are_scheduler_ids_delivered_next_step_before_forward():
 
 
 def test_no_finish_hook_before_0_20():
-    model, _ = _run(_subject(Probe, release="0.18.0"))
+    model, _ = _run(_subject(Stepper, release="0.18.0"))
     assert not [c for c in model.calls if c[0] == "finished"]
 
 
 def test_abort_is_notified_with_the_scheduler_id():
-    sub = _subject(lambda: Probe(stop_after=20))
+    sub = _subject(lambda: Stepper(stop_after=20))
     plans = [replace(p, abort_step=3 if p.ext_id == "r1" else None) for p in sub.prompts]
     model, run = _run(sub, plans)
     assert run.requests["r1"].aborted
@@ -143,7 +143,7 @@ def test_abort_is_notified_with_the_scheduler_id():
 
 
 def test_staggered_arrival_mixes_prefill_and_decode_and_condenses_batch_order():
-    sub = _subject(lambda: Probe(stop_after=6))
+    sub = _subject(lambda: Stepper(stop_after=6))
     plans = [replace(p, arrive_step=2 * i) for i, p in enumerate(sub.prompts)]
     model, run = _run(sub, plans)
     fwd = [c for c in model.calls if c[0] == "forward"]
@@ -155,14 +155,14 @@ def test_staggered_arrival_mixes_prefill_and_decode_and_condenses_batch_order():
 
 
 def test_max_num_seqs_limits_the_running_batch():
-    sub = _subject(lambda: Probe(stop_after=4), max_num_seqs=(2,))
+    sub = _subject(lambda: Stepper(stop_after=4), max_num_seqs=(2,))
     _, run = _run(sub)
     assert max(len(s.req_ids) for s in run.steps) == 2
     assert all(r.finished for r in run.requests.values())
 
 
 def test_without_have_multimodal_outputs_the_audio_is_dropped():
-    class NoFlag(Probe):
+    class NoFlag(Stepper):
         have_multimodal_outputs = False
 
     _, run = _run(_subject(NoFlag))
@@ -173,7 +173,7 @@ def test_without_have_multimodal_outputs_the_audio_is_dropped():
 
 
 def test_model_exception_carries_its_traceback():
-    class Boom(Probe):
+    class Boom(Stepper):
         def forward(self, *a, **k):
             raise ValueError("kaboom")
 
@@ -193,7 +193,7 @@ def test_generation_stage_rejects_wrong_list_length():
     sub = toys.two_stage()
     sub.stages[1] = replace(sub.stages[1], factory=lambda: BadDecoder(toys.ToyConfig()))
     with pytest.raises(ContractError, match="one entry per request"):
-        Engine(sub, gen_max_batch=0).run(sub.prompts, "t")
+        Harness(sub, gen_max_batch=0).run(sub.prompts, "t")
 
 
 def test_empty_final_chunk_runs_the_decoder_on_one_pad_token():
@@ -207,13 +207,13 @@ def test_empty_final_chunk_runs_the_decoder_on_one_pad_token():
     sub = toys.two_stage()
     sub.stages[1] = replace(sub.stages[1], factory=lambda: Rec(toys.ToyConfig()))
     # chunk size 1: every frame goes out immediately, so the finish chunk is empty
-    Engine(sub, connector_extra={"codec_chunk_frames": 1}).run(sub.prompts[:1], "t")
+    Harness(sub, connector_extra={"codec_chunk_frames": 1}).run(sub.prompts[:1], "t")
     assert [1] in seen
 
 
 def test_toys_stream_equals_reference_bit_exact():
     for sub in (toys.two_stage(), toys.single_stage()):
-        run = Engine(sub).run(sub.prompts, "t")
+        run = Harness(sub).run(sub.prompts, "t")
         for p in sub.prompts:
             ref = sub.reference(p)
             assert torch.equal(run.requests[p.ext_id].stream_audio, ref), (sub.name, p.ext_id)
@@ -227,7 +227,7 @@ def test_count_frames():
 
 
 def test_outputs_aliasing_is_detected():
-    class Aliasing(Probe):
+    class Aliasing(Stepper):
         def __init__(self):
             super().__init__(stop_after=5)
             self.buf = torch.zeros(4)
@@ -239,6 +239,6 @@ def test_outputs_aliasing_is_detected():
                 out.text_hidden_states, {"model_outputs": [self.buf] * len(kw["runtime_additional_information"])}
             )
 
-    eng = Engine(_subject(Aliasing, n=1), check_aliasing=True)
+    eng = Harness(_subject(Aliasing, n=1), check_aliasing=True)
     eng.run(eng.subject.prompts, "t")
     assert eng.alias_violations and "view of a persistent buffer" in eng.alias_violations[0]

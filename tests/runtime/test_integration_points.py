@@ -9,18 +9,18 @@ import pytest
 
 from omnitts.knowledge.releases import pristine_tree
 from omnitts.validators import checkids
-from omnitts.validators.checks.test_integration_points import test_integration_points as integration_check
+from omnitts.validators.backends.base import judge
+from omnitts.validators.backends.harness import HarnessBackend
 
 
 def _run(name: str, kind: str, root=None):
-    recorded: dict = {}
-
-    def record(**kw):
-        recorded.update(kw)
-
     ctx = SimpleNamespace(subject=SimpleNamespace(name=name, kind=kind, extra={"root": str(root)}))
-    integration_check(ctx, record)
-    return recorded
+    verdict = judge(HarnessBackend(ctx), checkids.INTEGRATION_POINTS)
+    if verdict.outcome == "failed":
+        pytest.fail(verdict.message(), pytrace=False)
+    if verdict.outcome == "not applicable":
+        pytest.skip(verdict.headline)
+    return {"gaps": verdict.metrics["gaps"], "extra_checks": verdict.ticks}
 
 
 def test_a_complete_model_ticks_registry_deploy_and_serving():

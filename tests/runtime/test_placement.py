@@ -169,21 +169,23 @@ def test_a_bad_gpu_list_is_a_usage_error():
 
 
 def test_the_report_says_which_gpu_ran_what():
-    from omnitts.validators.plugin import _aggregate, _placement_lines
+    from omnitts.validators.plugin import _placement_lines
+    from omnitts.validators.runtime.outcomes import Outcomes
 
-    def rec(model, worker, device):
-        return {
-            "check": "I1-RT-001",
-            "model": model,
-            "outcome": "passed",
-            "metrics": {},
-            "extra": {},
-            "message": "",
-            "placement": {"worker": worker, "device": device, "sharing": 1},
-        }
-
-    per_model = _aggregate({"a": rec("ref_two_stage", "gw0", "cuda:0"), "b": rec("ref_native_ar", "gw1", "cuda:1")})
-    assert _placement_lines(per_model) == ["ref_native_ar: cuda:1 (gw1)", "ref_two_stage: cuda:0 (gw0)"]
+    outcomes = Outcomes(["ref_two_stage", "ref_native_ar"])
+    for model, worker, device in (("ref_two_stage", "gw0", "cuda:0"), ("ref_native_ar", "gw1", "cuda:1")):
+        for when in ("setup", "call", "teardown"):
+            outcomes.apply(
+                {
+                    "kind": "report",
+                    "nodeid": f"test_x.py::test_i1[{model}]",
+                    "when": when,
+                    "outcome": "passed",
+                    "tag": {"check": "i1.stream_equals_offline", "model": model},
+                    "placement": {"worker": worker, "device": device, "sharing": 1},
+                }
+            )
+    assert _placement_lines(outcomes.per_model()) == ["ref_native_ar: cuda:1 (gw1)", "ref_two_stage: cuda:0 (gw0)"]
 
 
 def test_split_placement_needs_two_gpus():

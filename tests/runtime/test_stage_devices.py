@@ -12,8 +12,7 @@ import pytest
 import torch
 
 from omnitts.reference_models.catalog import get_subject
-from omnitts.validators.runtime.harness import ContractError, Engine
-from omnitts.validators.runtime.harness import engine as engine_module
+from omnitts.validators.runtime.harness import ContractError, Harness, loop
 from omnitts.validators.runtime.harness.hostcopy import delivered, misplaced
 
 
@@ -48,12 +47,12 @@ def _two_stage(name: str = "ref_two_stage"):
 
 def test_stage_devices_reach_the_models_and_the_result():
     subject, plans = _two_stage()
-    engine = Engine(subject, device="cpu", stage_devices=["cpu", "cpu"])
+    engine = Harness(subject, device="cpu", stage_devices=["cpu", "cpu"])
     assert [st.device for st in engine.stages] == ["cpu", "cpu"] and not engine.split
     run = engine.run(plans)
     assert run.stage_devices == ["cpu", "cpu"] and run.placement_findings == []
     with pytest.raises(ContractError, match="1 stage devices for 2 stages"):
-        Engine(subject, stage_devices=["cpu"])
+        Harness(subject, stage_devices=["cpu"])
 
 
 def test_build_puts_each_stage_on_its_device():
@@ -85,16 +84,16 @@ def test_a_processor_tensor_left_on_a_device_is_a_finding_and_crosses_on_the_hos
         codes = (x or {}).get("codes", {}).get("audio") if isinstance(x, dict) else None
         return [f"{where}: codes.audio is on cuda:0, expected {expected}"] if isinstance(codes, torch.Tensor) else []
 
-    monkeypatch.setattr(engine_module, "misplaced", fake)
+    monkeypatch.setattr(loop, "misplaced", fake)
     subject, plans = _two_stage("ref_two_stage@codes-on-device")
-    engine = Engine(subject, device="cpu")
+    engine = Harness(subject, device="cpu")
     engine.cuda = True  # audit as on a CUDA run (every tensor of this run stays on the host)
     bad = engine.run(plans)
     assert set(calls) == {"cpu"}
     assert bad.placement_findings and "codes.audio is on cuda:0" in bad.placement_findings[0]
     assert "stage input processor talker2code2wav_async_chunk" in bad.placement_findings[0]
     good_subject, _ = _two_stage()
-    good = Engine(good_subject, device="cpu")
+    good = Harness(good_subject, device="cpu")
     good.cuda = True
     ok = good.run(plans)
     assert ok.placement_findings == []
@@ -121,7 +120,9 @@ def test_the_placement_check_skips_on_cpu(tmp_path):
     ]
     proc = subprocess.run([sys.executable, "-c", code, *args], cwd=repo, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:]
-    res = json.loads((tmp_path / "results.json").read_text())["models"]["ref_two_stage"]
+    from omnitts.validators.runtime.results import latest_run
+
+    res = json.loads((latest_run(tmp_path) / "results.json").read_text())["models"]["ref_two_stage"]
     assert res["results"]["device.placement"] == "skipped"
     assert "needs --device cuda" in res["failures"]["device.placement"]
 
@@ -228,19 +229,23 @@ def test_offline_plan_and_server_command_carry_the_overrides(tmp_path, monkeypat
 
 def test_a_model_context_places_its_stages_from_the_workers_placement(tmp_path):
     """The wiring from the worker's placement to the engine's stage devices (fake GPUs: no model is built)."""
+    from omnitts.reference_models import catalog
     from omnitts.validators.runtime.context import CheckFailure, ModelContext, Options
     from omnitts.validators.runtime.placement import place_worker
 
     def ctx(name, gpus, worker="gw1", split=True):
         placement = place_worker(worker, 2, gpus, split_stages=split)
-        return ModelContext(name, Options(device="cuda", out_dir=tmp_path, placement=placement))
+        return ModelContext(name, Options(device="cuda", out_dir=tmp_path, placement=placement, catalogs=(catalog,)))
 
     assert ctx("ref_two_stage", [0, 1]).stage_devices() == ["cuda:1", "cuda:0"]
     assert ctx("ref_two_stage", [0, 1], worker="gw0").stage_devices() == ["cuda:0", "cuda:1"]
     assert ctx("ref_two_stage", [0, 1], split=False).stage_devices() == ["cuda:1", "cuda:1"]
     assert ctx("ref_two_stage", [0]).stage_devices() == ["cuda:0", "cuda:0"]
     assert ctx("ref_single_stage", [0, 1]).stage_devices() == ["cuda:1"]
-    assert ModelContext("ref_two_stage", Options(device="cpu", out_dir=tmp_path)).stage_devices() is None
+    assert (
+        ModelContext("ref_two_stage", Options(device="cpu", out_dir=tmp_path, catalogs=(catalog,))).stage_devices()
+        is None
+    )
     # a deploy config asking for a second GPU on a one-GPU run: the model's checks fail with one line
     spread = ctx("ref_two_stage", [0])
     spread.subject.extra["deploy"] = DEPLOY_2GPU

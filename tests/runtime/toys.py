@@ -16,10 +16,14 @@ plants one of the bugs the guide warns about:
 ``hang``          forward() spins forever on the third step
 ``sleep``         forward() blocks in ``time.sleep(1e6)`` on the third step (one blocking call)
 ``hog``           forward() keeps 8 MB more of memory every step, referenced by no container I5 inspects
+``exit``          forward() ends its process (``os._exit``) on the third step: a crash, not a failure
+``gil``           forward() blocks on the third step in a C call that holds the GIL (nothing can interrupt it)
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -297,6 +301,10 @@ class ToySingleStage(nn.Module):
                 pass
         if self.config.bug == "sleep" and int(positions.min()) >= 3:
             time.sleep(1e6)
+        if self.config.bug == "exit" and int(positions.min()) >= 3:
+            os._exit(3)
+        if self.config.bug == "gil" and int(positions.min()) >= 3:
+            ctypes.PyDLL(None).sleep(3600)  # libc sleep() through PyDLL: the GIL stays held while it blocks
         if self.config.bug == "hog":
             _HOARD.append(torch.ones(2 * 1024 * 1024))  # 8 MB per step
         out = self.talker(

@@ -63,6 +63,7 @@ def test_new_integrates_cleanly(work_tree, version, pattern, ruff_config_root, c
     assert (f"vllm_omni/model_executor/models/{name}/pipeline.py" in created) is not legacy
     assert not [f for f in created if f.startswith("vllm_omni/deploy/")] or not legacy
     assert f"tests/model_executor/models/{name}/test_{name}_streaming_contract.py" in created
+    assert f"tests/model_executor/models/{name}/reference_adapter.py" in created  # the parity adapter's skeleton
     assert (f"vllm_omni/model_executor/stage_input_processors/{name}.py" in created) == (pattern == "two-stage")
     for rel in created + sorted(expected_shared):
         text = (root / rel).read_text()

@@ -19,7 +19,7 @@ import pytest
 from omnitts.knowledge import layout
 from omnitts.scaffold.cli import main
 from omnitts.scaffold.naming import PATTERNS
-from omnitts.validators.engine.probe import UNKNOWN_VOICE
+from omnitts.validators.backends.texts import UNKNOWN_VOICE
 
 SERVING = "vllm_omni/entrypoints/openai/serving_speech.py"
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from omnitts.validators.static import engine
+from omnitts.validators.static import linter
 from omnitts.validators.static.cli import main
 
 BAD = """import torch
@@ -63,7 +63,7 @@ def test_sarif_is_valid_2_1_0(bad, capsys):
     run = log["runs"][0]
     driver = run["tool"]["driver"]
     ids = [r["id"] for r in driver["rules"]]
-    assert len(ids) == len(set(ids)) and set(ids) >= set(engine.all_rules())
+    assert len(ids) == len(set(ids)) and set(ids) >= set(linter.all_rules())
     for res in run["results"]:
         assert driver["rules"][res["ruleIndex"]]["id"] == res["ruleId"]
         assert res["level"] in ("error", "warning", "note", "none")
@@ -85,7 +85,7 @@ def test_select_by_invariant(bad, capsys):
 def test_list_and_explain(capsys):
     assert main(["--list-rules"]) == 0
     out = capsys.readouterr().out
-    assert all(rid in out for rid in engine.all_rules())
+    assert all(rid in out for rid in linter.all_rules())
     assert main(["--rule", "OMNI-I3-004"]) == 0
     out = capsys.readouterr().out
     assert "Why:" in out and "Fix:" in out and "fill_" in out
@@ -95,7 +95,7 @@ def test_internal_error_fails_closed(bad, monkeypatch, capsys):
     def crash(self, src):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(engine.all_rules()["OMNI-I3-001"], "check", crash)
+    monkeypatch.setattr(linter.all_rules()["OMNI-I3-001"], "check", crash)
     assert main([str(bad), "--no-cache"]) == 3
     assert "internal error in OMNI-I3-001" in capsys.readouterr().out
 

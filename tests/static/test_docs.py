@@ -9,7 +9,7 @@ def test_rules_md_up_to_date():
 
 def test_every_rule_has_a_section():
     text = gen_docs.DEFAULT_OUT.read_text()
-    from omnitts.validators.static.engine import all_rules
+    from omnitts.validators.static.linter import all_rules
 
     for rid in all_rules():
         assert f"\n## {rid}\n" in text

@@ -19,20 +19,20 @@ import warnings
 import pytest
 
 from omnitts.knowledge.treefacts import TreeFacts
-from omnitts.validators.static import engine
+from omnitts.validators.static import linter
 from omnitts.validators.static.cli import main
 
 from .fuzz_programs import PLANTED, ProgramGenerator, damaged, variants
 
 N_PROGRAMS = int(os.environ.get("OMNITTS_FUZZ_PROGRAMS", "90"))
 MODEL_REL = "vllm_omni/model_executor/models/fuzz/fuzz.py"
-RULES = engine.select_rules(None)
+RULES = linter.select_rules(None)
 
 
 def lint(data: bytes, rel: str = MODEL_REL):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)  # generated code has `'x' is 1` style oddities
-        found, _ = engine.lint_source("fuzz.py", rel, data, TreeFacts(), RULES)
+        found, _ = linter.lint_source("fuzz.py", rel, data, TreeFacts(), RULES)
     crashed = [f for f in found if f.rule == "OMNI-META-004"]
     assert not crashed, f"internal error on generated input: {crashed[0].message}\n---\n{data[:3000]!r}"
     return found
@@ -214,14 +214,14 @@ def test_unreadable_file_is_named_and_the_run_goes_on(tmp_path, monkeypatch, cap
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.py").write_text(PLANTED)
     (tmp_path / "secret.py").write_text("x = 1\n")
-    real = engine.read_source
+    real = linter.read_source
 
     def read(path):  # root reads anything, so deny the way the kernel would
         if os.path.basename(path) == "secret.py":
             raise OSError(13, "Permission denied")
         return real(path)
 
-    monkeypatch.setattr(engine, "read_source", read)
+    monkeypatch.setattr(linter, "read_source", read)
     assert main([".", "--no-cache", "--no-baseline", "-j", "1"]) == 3
     out = capsys.readouterr().out
     assert "secret.py:1:1: OMNI-META-004" in out and "Permission denied" in out and "bad.py:9:" in out

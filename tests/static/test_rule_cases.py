@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from omnitts.validators.static import engine
+from omnitts.validators.static import linter
 from omnitts.validators.static.rule import Invalid
 
 from .cases import run_case
 
-RULES = engine.all_rules()
+RULES = linter.all_rules()
 PARAMS = [
     pytest.param(rid, kind, i, id=f"{rid}-{kind}-{i}")
     for rid, rule in sorted(RULES.items())

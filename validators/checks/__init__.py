@@ -1,1 +1,2 @@
-"""The runtime checks that ``pytest validators --model NAME`` collects (one module per invariant/phase)."""
+"""The runtime checks that ``pytest validators --model NAME`` collects: one test per check id, on the tier's
+backend."""

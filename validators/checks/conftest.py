@@ -1,7 +1,8 @@
 """Fixtures and per-model parametrisation of the runtime checks (this folder only).
 
 The plugin (``omnitts.validators.plugin``) owns options and results; what a check receives lives here, so that
-it reaches the checks and nothing else in a session.
+it reaches the checks and nothing else in a session: the model's context, the tier's backend, and ``judged``, which
+runs one check (its verdict over the backend's observations) and reports it.
 """
 
 from __future__ import annotations
@@ -12,10 +13,16 @@ import os
 import pytest
 
 from omnitts.validators.checkids import require
-from omnitts.validators.plugin import CHECK_MARK, MODEL_PARAM, STATE, option
+from omnitts.validators.plugin import CHECK_MARK, MODEL_PARAM, STATE, catalogs, option
 
 
 def pytest_generate_tests(metafunc):
+    if "check" in metafunc.fixturenames:
+        # one test per check id, check by check (every model's first check, then every model's second, ...)
+        from omnitts.validators.verdicts import VERDICTS
+
+        mark = getattr(pytest.mark, CHECK_MARK)
+        metafunc.parametrize("check", [pytest.param(c, marks=mark(c), id=c) for c in VERDICTS])
     if MODEL_PARAM not in metafunc.fixturenames:
         return
     names = metafunc.config.stash[STATE].models
@@ -31,6 +38,7 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture(scope="session")
 def omnitts_options(pytestconfig):
+    from omnitts.validators.engine.pytest_options import engine_options
     from omnitts.validators.runtime.context import Options
 
     device = option(pytestconfig, "device")
@@ -53,6 +61,8 @@ def omnitts_options(pytestconfig):
         timeout=float(option(pytestconfig, "check_timeout")),
         require_real=bool(option(pytestconfig, "require_real_vllm")),
         placement=pytestconfig.stash.get(PLACEMENT, None),
+        catalogs=catalogs(pytestconfig),
+        engine=engine_options(pytestconfig),
     )
 
 
@@ -82,15 +92,57 @@ def _pin_worker_gpu(config, torch) -> None:
     config.stash[PLACEMENT] = placement
 
 
+@pytest.fixture(scope="session")
+def _contexts(pytestconfig):
+    """Every model's context of this process; their engine sessions stop at the end (also when checks failed)."""
+    store = pytestconfig.stash[STATE].contexts
+    yield store
+    for context in store.values():
+        context.close()
+
+
 @pytest.fixture
-def ctx(omnitts_model, omnitts_options, pytestconfig):
+def ctx(omnitts_model, omnitts_options, _contexts):
     """The model's :class:`ModelContext` (shared by all checks of this model in this process)."""
     from omnitts.validators.runtime.context import ModelContext
 
-    store = pytestconfig.stash[STATE].contexts
-    if omnitts_model not in store:
-        store[omnitts_model] = ModelContext(omnitts_model, omnitts_options)
-    return store[omnitts_model]
+    if omnitts_model not in _contexts:
+        _contexts[omnitts_model] = ModelContext(omnitts_model, omnitts_options)
+    return _contexts[omnitts_model]
+
+
+@pytest.fixture
+def backend(ctx):
+    """The tier's backend (``--engine``) observing this model (one per model and process: what it asked a server
+    once, it does not ask again)."""
+    from omnitts.validators.engine.pytest_options import backend_class
+
+    if ctx.backend is None:
+        ctx.backend = backend_class(ctx.options.engine.tier)(ctx)
+    return ctx.backend
+
+
+@pytest.fixture
+def judged(ctx, backend, record):
+    """``judged(check)``: the check's verdict over what ``backend`` observes; the audio it names is written under
+    the results folder, its metrics and ticks recorded, and a failure (or not applicable: a skip) reported."""
+    from omnitts.validators.backends.base import judge
+    from omnitts.validators.runtime.context import CheckFailure
+    from omnitts.validators.verdicts.base import FAILED, NOT_APPLICABLE
+
+    def run(check: str) -> None:
+        try:
+            verdict = judge(backend, check)
+        except CheckFailure as exc:
+            pytest.fail(str(exc), pytrace=False)
+        paths = {id(w): str(ctx.write_audio(w.folder, w.name, w.samples, w.sample_rate)) for w in verdict.wavs()}
+        record(verdict.metrics, extra_checks=verdict.ticks or None)
+        if verdict.outcome == FAILED:
+            pytest.fail(verdict.message(lambda w: paths[id(w)]), pytrace=False)
+        if verdict.outcome == NOT_APPLICABLE:
+            pytest.skip(verdict.headline)
+
+    return run
 
 
 @pytest.fixture
@@ -115,7 +167,7 @@ def _omnitts_tag(request):
     if mark is None or MODEL_PARAM not in request.fixturenames:
         yield
         return
-    from omnitts.validators.runtime.memory import MemoryProbe
+    from omnitts.validators.runtime.memory import MemoryMeter
 
     model = request.getfixturevalue(MODEL_PARAM)
     request.node.user_properties.append(("omnitts_check", {"check": require(mark.args[0]), "model": model}))
@@ -128,9 +180,9 @@ def _omnitts_tag(request):
     elif worker is not None:  # a CPU run under xdist: which worker ran the check (one model, one worker)
         where = {"worker": worker["workerid"], "device": "cpu", "sharing": None}
         request.node.user_properties.append(("omnitts_placement", where))
-    probe = MemoryProbe(cuda=str(option(request.config, "device")).startswith("cuda"))
+    meter = MemoryMeter(cuda=str(option(request.config, "device")).startswith("cuda"))
     yield
-    request.node.user_properties.append(("omnitts_metrics", {"memory": probe.growth()}))
+    request.node.user_properties.append(("omnitts_metrics", {"memory": meter.growth()}))
 
 
 def _jsonable(obj):

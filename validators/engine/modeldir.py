@@ -19,7 +19,7 @@ import re
 import sys
 from pathlib import Path
 
-PROBE = "The quick brown fox: 0123456789, déjà vu!"
+TOKENIZER_SAMPLE = "The quick brown fox: 0123456789, déjà vu!"
 
 
 def _pipeline(tree: Path, model: str) -> dict[str, str]:
@@ -100,10 +100,10 @@ def build(tree: Path, model: str, out: Path) -> dict:
     tok = _byte_tokenizer(config)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=None, pad_token=None)
     fast.save_pretrained(out)
-    got = fast(PROBE)["input_ids"]
-    want = config.encode_text(PROBE)
+    got = fast(TOKENIZER_SAMPLE)["input_ids"]
+    want = config.encode_text(TOKENIZER_SAMPLE)
     if got != want:
-        raise SystemExit(f"modeldir: tokenizer disagrees with encode_text on {PROBE!r}: {got} != {want}")
+        raise SystemExit(f"modeldir: tokenizer disagrees with encode_text on {TOKENIZER_SAMPLE!r}: {got} != {want}")
     # The seeded weights as the model builds them on the CPU (every module class the package exports).
     tensors = {}
     for name in getattr(package, "__all__", []):
@@ -118,7 +118,7 @@ def build(tree: Path, model: str, out: Path) -> dict:
         "model_type": meta.get("model_type"),
         "arch": meta.get("model_arch"),
         "tensors": len(tensors),
-        "probe_ids": got,
+        "tokenizer_sample_ids": got,
     }
     (out / "omnitts_modeldir.json").write_text(json.dumps(info, indent=1))
     return info

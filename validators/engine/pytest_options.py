@@ -1,36 +1,51 @@
-"""The engine tier's pytest wiring: ``--engine {harness,offline,server}`` and the per-model engine fixtures.
+"""The engine tier's pytest wiring: ``--engine {harness,offline,server}`` and which checks each tier runs.
 
 Loaded with omnitts's validators plugin (``pytest_plugins`` in ``validators/plugin.py``), so only where that is.
-``harness`` (the default)
-keeps today's fast tier and deselects the engine checks; ``offline`` and ``server`` select the checks of
-``validators/checks/test_engine_tier.py`` that apply to that tier and deselect the harness checks, so every
-selected check runs and none is skipped. The engine runs once per model per session: one offline ``Omni`` run
-of a fixed plan, or one ``vllm-omni serve`` (stopped at session end, also when checks fail).
+Each tier is a backend (``harness``, the default: omnitts's fast harness; ``offline``: the tree's own offline
+``Omni``; ``server``: the tree's own ``vllm-omni serve``); a check runs in a tier when its backend can make every
+observation the check's verdict needs, and is deselected otherwise, with the reason in the summary. The engine runs
+once per model per session (``validators/engine/session.py``).
 """
 
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 
 import pytest
 
 TIERS = ("harness", "offline", "server")
-# omnitts's worker extension, mixed into the engine's workers (``worker_extension_cls``) for the in-worker checks
-WORKER_EXTENSION = "omnitts.validators.engine.worker_ext.OmnittsWorkerExtension"
-ENGINE_MARK = "omnitts_engine"  # @pytest.mark.omnitts_engine("offline", "server"): the tiers a check runs in
+DESELECTED = pytest.StashKey[dict]()  # check id -> why this tier does not run it
 
-# Texts of the engine plan: distinct lengths and characters; the last two share a prefix.
-TEXTS = (
-    "Hello there.",
-    "A second, longer sentence for the engine tier.",
-    "Third one!",
-    "Four: the last text, with digits 0123.",
-    "Four: the last text, with digits 4567.",
-)
-# A request long enough to be aborted (offline) or left (server) while it still streams.
-LONG_TEXT = "A long sentence that streams for many steps, so that it can be aborted while it still speaks, twice over."
+
+def backend_class(tier: str):
+    """The backend a tier observes with."""
+    if tier == "offline":
+        from omnitts.validators.backends.offline import OfflineBackend
+
+        return OfflineBackend
+    if tier == "server":
+        from omnitts.validators.backends.server import ServerBackend
+
+        return ServerBackend
+    from omnitts.validators.backends.harness import HarnessBackend
+
+    return HarnessBackend
+
+
+# A machine whose engine starts queue behind other users' (vLLM-Omni's machine-wide device init lock) sets a longer
+# bound here once, for the engine tiers and omnitts-serve alike.
+TIMEOUT_VAR = "OMNITTS_ENGINE_TIMEOUT"
+
+
+def engine_timeout_default() -> float:
+    import os
+
+    raw = os.environ.get(TIMEOUT_VAR)
+    try:
+        return float(raw) if raw else 600.0
+    except ValueError:
+        raise pytest.UsageError(f"{TIMEOUT_VAR}={raw}: not a number of seconds") from None
 
 
 def pytest_addoption(parser):
@@ -49,7 +64,12 @@ def pytest_addoption(parser):
     group.addoption(
         "--omnitts-engine-release", default=None, help="vLLM-Omni release of the engine (default: the tree's)"
     )
-    group.addoption("--omnitts-engine-timeout", default=600.0, type=float, help="seconds for one engine start or run")
+    group.addoption(
+        "--omnitts-engine-timeout",
+        default=engine_timeout_default(),
+        type=float,
+        help=f"seconds for one engine start or run (default ${TIMEOUT_VAR}, else 600)",
+    )
 
     def spellings(short: str) -> list[str]:  # the short spelling only when no other plugin took it
         return [f"--omnitts-{short[2:]}"] if short in taken else [short, f"--omnitts-{short[2:]}"]
@@ -71,6 +91,23 @@ def pytest_addoption(parser):
         "directory without weights (config + tokenizer only) runs",
     )
     group.addoption(
+        *spellings("--engine-python"),
+        dest="omnitts_engine_python",
+        default=None,
+        metavar="PYTHON",
+        help="engine tier: run the engine in this Python as it is (it must import vllm and the tree's vllm_omni; "
+        "also $OMNITTS_ENGINE_PYTHON); default: this Python when it does, else the cached CPU engine environment "
+        "(never built on a machine with a GPU)",
+    )
+    group.addoption(
+        *spellings("--reference"),
+        dest="omnitts_reference",
+        default=None,
+        metavar="CAPTURE",
+        help="reference parity: compare the model with this capture of its reference implementation "
+        "(omnitts-capture's folder) and run the parity.* checks; at --engine offline with the capture's --checkpoint",
+    )
+    group.addoption(
         "--omnitts-request-info",
         default=None,
         metavar="JSON",
@@ -80,7 +117,6 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", f"{ENGINE_MARK}(*tiers): an engine-tier check and the tiers it runs in")
     if not hasattr(config, "workerinput"):
         problem = checkpoint_problem(
             config.getoption("omnitts_engine", "harness"),
@@ -89,6 +125,9 @@ def pytest_configure(config):
             config.getoption("omnitts_model", None) or [],
         )
         problem = problem or request_info_problem(config.getoption("omnitts_request_info", None))
+        problem = problem or reference_problem(
+            config.getoption("omnitts_engine", "harness"), config.getoption("omnitts_reference", None)
+        )
         if problem:
             raise pytest.UsageError(problem)  # one line, exit 4, before any check runs
 
@@ -102,6 +141,24 @@ def request_info_problem(raw: str | None) -> str | None:
     except ValueError as exc:
         return f"--omnitts-request-info: not JSON ({exc})"
     return None if isinstance(value, dict) else "--omnitts-request-info: must be a JSON object"
+
+
+def reference_problem(tier: str, reference: str | None) -> str | None:
+    """What is wrong with ``--reference CAPTURE`` (one line), or None: a readable capture, at a tier that runs it."""
+    if reference is None:
+        return None
+    from omnitts.validators.checkids import PARITY_CODES
+
+    backend = backend_class(tier)
+    if not backend.runs(PARITY_CODES):
+        return f"--reference: {backend.title} (--engine {tier}) cannot run the parity checks; use --engine offline"
+    from omnitts.validators.parity.capture_file import CaptureError, read_capture
+
+    try:
+        read_capture(Path(reference))
+    except (CaptureError, OSError, KeyError, ValueError) as exc:
+        return f"--reference {reference}: {exc}"
+    return None
 
 
 def checkpoint_problem(tier: str, checkpoint: str | None, dummy: bool, models: list[str]) -> str | None:
@@ -130,128 +187,40 @@ def checkpoint_problem(tier: str, checkpoint: str | None, dummy: bool, models: l
 
 
 def pytest_collection_modifyitems(config, items):
-    from omnitts.validators.plugin import MODEL_PARAM
+    from omnitts.validators.checkids import PARITY
+    from omnitts.validators.plugin import CHECK_MARK, MODEL_PARAM
 
     tier = config.getoption("omnitts_engine", "harness")
-    keep, drop = [], []
+    backend = backend_class(tier)
+    reference = config.getoption("omnitts_reference", None)
+    keep, drop, why = [], [], {}
     for item in items:
-        if MODEL_PARAM not in getattr(item, "fixturenames", ()):
+        mark = item.get_closest_marker(CHECK_MARK)
+        if MODEL_PARAM not in getattr(item, "fixturenames", ()) or mark is None:
             keep.append(item)  # not a validator check: never touched (other suites in the same session)
             continue
-        mark = item.get_closest_marker(ENGINE_MARK)
-        runs_here = (tier in mark.args) if mark is not None else (tier == "harness")
-        (keep if runs_here else drop).append(item)
+        missing = [kind.__name__ for kind in backend.missing(mark.args[0])]
+        if mark.args[0] in PARITY and not reference:
+            missing.append("--reference CAPTURE")  # a parity check compares with a capture: none, nothing to judge
+        (drop if missing else keep).append(item)
+        if missing:
+            why[mark.args[0]] = ", ".join(missing)
+    config.stash[DESELECTED] = why
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
 
 
-class EngineModel:
-    """One model of ``--omni-root`` through the engine: environment, model directory, offline run, server."""
-
-    def __init__(
-        self,
-        tree: Path,
-        model: str,
-        release: str,
-        work: Path,
-        timeout: float,
-        placement=None,
-        *,
-        checkpoint: Path | None = None,
-        dummy_weights: bool = False,
-        request_info: dict | None = None,
-    ) -> None:
-        from omnitts.validators.engine.runtime import EngineEnv
-
-        self.tree, self.model, self.release, self.work, self.timeout = tree, model, release, work, timeout
-        self.env = EngineEnv.prepare(tree, release, work, placement)
-        # --checkpoint: the given directory as it is (any model of the tree); else the tiny scaffolded model's,
-        # built from its source (validators/engine/modeldir.py, which needs the scaffold's shape).
-        if checkpoint is not None:
-            self.model_dir = Path(checkpoint).resolve()
-        else:
-            self.model_dir = self.env.model_dir(model, _model_dir_cache(tree, model, release))
-        self.load_format = "dummy" if dummy_weights else None
-        self.request_info = request_info
-        self.config = json.loads((self.model_dir / "config.json").read_text())
-        self._offline: dict | None = None
-        self.server = None
-
-    @property
-    def sample_rate(self) -> int:
-        return int(self.config.get("sample_rate", 24000))
-
-    def offline(self) -> dict:
-        if self._offline is None:
-            texts = list(TEXTS)
-            plan = {
-                "texts": texts,
-                # Compositions: all at once, reversed, and with a duplicate (same text twice in one batch).
-                "batches": [texts[:4], list(reversed(texts)), [texts[0], texts[2], texts[0], texts[4]]],
-                "stage_init_timeout": int(self.timeout),
-                # I5/I3 inside the workers (validators/engine/worker_ext.py), after the scenarios
-                "worker_extension_cls": WORKER_EXTENSION,
-                "long_text": LONG_TEXT,
-                "sequential": 100,
-                **engine_kwargs(self.load_format, self.model_dir),
-            }
-            example = self.tree / "examples" / "offline_inference" / "text_to_speech" / self.model / "end2end.py"
-            if example.is_file():
-                plan["example"] = str(example)
-            if self.request_info:
-                plan["request_info"] = self.request_info
-            self._offline = self.env.offline(self.model_dir, plan, self.work / "offline", timeout=self.timeout)
-        return self._offline
-
-    def start_server(self):
-        from omnitts.validators.engine.runtime import Server
-
-        if self.server is None:
-            self.server = Server(
-                self.env,
-                self.model_dir,
-                self.work / "server.log",
-                worker_extension=WORKER_EXTENSION,
-                engine_kwargs=engine_kwargs(self.load_format, self.model_dir),
-            )
-            self.server.start(timeout=self.timeout)
-        return self.server
-
-    def close(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-
-
-DEPLOY_FILE = "omnitts_deploy.yaml"  # a model directory's own deploy config (validators/engine/upstream.py writes one)
-
-
-def engine_kwargs(load_format: str | None, model_dir: Path) -> dict:
-    """Engine arguments beyond the model directory: ``load_format`` (``--dummy-weights``) and, when the directory
-    holds ``omnitts_deploy.yaml``, that file as ``deploy_config``. The offline driver passes them to ``Omni(...)``;
-    the server turns them into ``--load-format`` / ``--deploy-config`` (``runtime.serve_args``)."""
-    found: dict = {}
-    if load_format:
-        found["load_format"] = load_format
-    if (Path(model_dir) / DEPLOY_FILE).is_file():
-        found["deploy_config"] = str(Path(model_dir) / DEPLOY_FILE)
-    return found
-
-
-def _model_dir_cache(tree: Path, model: str, release: str) -> Path:
-    """Where the model directory of this model's source is cached: keyed by the model folder's content (and the
-    builder's), so an edited model gets a new directory and an unchanged one is not rebuilt."""
-    import hashlib
-
-    from omnitts.knowledge.releases import cache_root
-    from omnitts.validators.engine import modeldir
-
-    digest = hashlib.sha256(f"{release}:{model}".encode())
-    digest.update(Path(modeldir.__file__).read_bytes())
-    folder = tree / "vllm_omni" / "model_executor" / "models" / model
-    for path in sorted(folder.rglob("*.py")):
-        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
-    return cache_root() / "engine-models" / f"{model}-{digest.hexdigest()[:16]}"
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    why = config.stash.get(DESELECTED, {})
+    if why and not hasattr(config, "workerinput"):
+        tier = config.getoption("omnitts_engine", "harness")
+        title = backend_class(tier).title
+        terminalreporter.write_line(
+            f"not run at --engine {tier} ({title} cannot observe what their verdicts need, or an option is missing):"
+        )
+        for check, kinds in sorted(why.items()):
+            terminalreporter.write_line(f"  {check}: needs {kinds}")
 
 
 def engine_placement(config, tree: Path, model: str, release: str, device_count=None):
@@ -278,7 +247,8 @@ def engine_placement(config, tree: Path, model: str, release: str, device_count=
         raise pytest.UsageError(str(exc)) from None
 
 
-def _release(config, tree: Path) -> str:
+def engine_release(config, tree: Path) -> str:
+    """The release whose engine runs the tree: ``--omnitts-engine-release``, else the tree's own."""
     chosen = config.getoption("omnitts_engine_release")
     if chosen:
         return chosen
@@ -290,41 +260,28 @@ def _release(config, tree: Path) -> str:
     return version
 
 
-@pytest.fixture(scope="session")
-def _engine_models(pytestconfig):
-    store: dict[str, EngineModel] = {}
-    yield store
-    for engine_model in store.values():
-        engine_model.close()
-
-
-@pytest.fixture
-def engine(omnitts_model, pytestconfig, _engine_models) -> EngineModel:
-    """The model under test through the tree's own engine (built once per model per session)."""
+def engine_options(config):
+    """The session's :class:`EngineOptions` (the stage placement is chosen per model, when its engine starts)."""
     from omnitts.validators.plugin import option
+    from omnitts.validators.runtime.context import EngineOptions
 
-    model_name = omnitts_model
-    root = option(pytestconfig, "omni_root")
-    if not root:
-        pytest.fail("--engine offline/server runs the tree's own engine: pass --omni-root DIR", pytrace=False)
-    if model_name not in _engine_models:
-        tree = Path(root).resolve()
-        work = Path(tempfile.mkdtemp(prefix=f"omnitts-engine-{model_name}-"))
-        release = _release(pytestconfig, tree)
-        placement = engine_placement(pytestconfig, tree, model_name, release)
-        try:
-            checkpoint = pytestconfig.getoption("omnitts_checkpoint")
-            _engine_models[model_name] = EngineModel(
-                tree,
-                model_name,
-                release,
-                work,
-                pytestconfig.getoption("omnitts_engine_timeout"),
-                placement,
-                checkpoint=Path(checkpoint) if checkpoint else None,
-                dummy_weights=bool(pytestconfig.getoption("omnitts_dummy_weights")),
-                request_info=json.loads(pytestconfig.getoption("omnitts_request_info") or "null"),
-            )
-        except Exception as exc:  # fail closed, with the step and the log's tail
-            pytest.fail(f"engine tier for {model_name}: {exc}", pytrace=False)
-    return _engine_models[model_name]
+    tier = config.getoption("omnitts_engine", "harness")
+    root = option(config, "omni_root")
+    reference = config.getoption("omnitts_reference", None)
+    reference = Path(reference).resolve() if reference else None
+    if tier == "harness" or not root:
+        return EngineOptions(tier, reference=reference)
+    tree = Path(root).resolve()
+    release = engine_release(config, tree)
+    checkpoint = config.getoption("omnitts_checkpoint")
+    return EngineOptions(
+        tier,
+        release,
+        config.getoption("omnitts_engine_timeout"),
+        Path(checkpoint) if checkpoint else None,
+        bool(config.getoption("omnitts_dummy_weights")),
+        json.loads(config.getoption("omnitts_request_info") or "null"),
+        lambda model: engine_placement(config, tree, model, release),
+        reference,
+        python=config.getoption("omnitts_engine_python"),
+    )

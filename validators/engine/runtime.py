@@ -1,29 +1,31 @@
 """Run the tree's own engine from the test process: environment, model directory, offline runs, the server.
 
-Everything vLLM-Omni runs in the engine environment (``install.ensure_engine_env``) as a subprocess whose
+Everything vLLM-Omni runs in the engine environment (``install.engine_python``) as a subprocess whose
 ``PYTHONPATH`` starts with the tree under test (its ``vllm_omni`` wins over the installed wheel) and omnitts's
-overlay (the CPU platform plugin of this checkout). The test process only reads files and HTTP responses.
+overlay (the CPU platform plugin of this checkout). The test process only reads observations (files of the
+observation schema) and HTTP answers.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omnitts.knowledge.engine import ENGINE_ENV
-from omnitts.validators.engine import install
+from omnitts.knowledge.engine import ENGINE_ENV, serve_timeout_args
+from omnitts.validators.backends.http import send
+from omnitts.validators.backends.workers import collective_rpc
+from omnitts.validators.engine import install, offline
+from omnitts.validators.observations.engine import OfflineRun
 
 
 class EngineError(RuntimeError):
@@ -120,8 +122,10 @@ class EngineEnv:
     placement: StagePlacement = field(default_factory=StagePlacement)
 
     @classmethod
-    def prepare(cls, tree: Path, release: str, work: Path, placement: StagePlacement | None = None) -> EngineEnv:
-        python = install.ensure_engine_env(release)
+    def prepare(
+        cls, tree: Path, release: str, work: Path, placement: StagePlacement | None = None, *, python: str | None = None
+    ) -> EngineEnv:
+        python = install.engine_python(release, tree, given=python)  # the one decision: install.engine_python
         overlay = install.overlay(work / "overlay")
         return cls(release, python, Path(tree).resolve(), overlay, placement or StagePlacement())
 
@@ -178,8 +182,9 @@ class EngineEnv:
             shutil.rmtree(partial, ignore_errors=True)
         return out
 
-    def offline(self, model_dir: Path, plan: dict, out: Path, *, timeout: float = 600) -> dict:
-        """Run the offline ``Omni`` on ``plan`` (see ``offline.py``); returns result.json with audio paths."""
+    def offline(self, model_dir: Path, plan: dict, out: Path, *, timeout: float = 600) -> OfflineRun:
+        """Run the offline ``Omni`` on ``plan`` (see ``offline.py``): what it observed (``log``: the log's tail, where
+        it failed)."""
         out.mkdir(parents=True, exist_ok=True)
         plan = {**plan, **self.placement.omni_kwargs()}  # offline.py passes stage_overrides on to Omni(...)
         (out / "plan.json").write_text(json.dumps(plan))
@@ -200,14 +205,11 @@ class EngineEnv:
                 log=log,
             )
         except subprocess.TimeoutExpired:
-            return {"error": f"offline Omni did not finish in {timeout:.0f} s", "log": _tail(log.read_text())}
-        result_file = out / "result.json"
-        if not result_file.is_file():
-            return {"error": "offline Omni died without a result", "log": _tail(log.read_text())}
-        result = json.loads(result_file.read_text())
-        if "error" in result:
-            result["log"] = _tail(log.read_text())
-        return result
+            return OfflineRun(error=f"offline Omni did not finish in {timeout:.0f} s", log=_tail(log.read_text()))
+        found = offline.read(out)
+        if found is None:
+            return OfflineRun(error="offline Omni died without a result", log=_tail(log.read_text()))
+        return dataclasses.replace(found, log=_tail(log.read_text())) if found.error else found
 
 
 _SERVE_FLAGS = {"load_format": "--load-format", "deploy_config": "--deploy-config"}
@@ -244,6 +246,7 @@ class Server:
     proc: subprocess.Popen | None = None
     startup_s: float | None = None
     installed: list | None = None
+    startup_timeout: float | None = None  # start()'s wait: the server's own start-up bounds are raised to it
 
     @property
     def url(self) -> str:
@@ -264,12 +267,16 @@ class Server:
             str(self.port),
             *self.env.placement.serve_args(),
             *serve_args(self.engine_kwargs),
+            *(serve_timeout_args(self.env.tree, self.startup_timeout) if self.startup_timeout else []),
         ]
         if self.worker_extension:
             cmd += ["--worker-extension-cls", self.worker_extension]
         return cmd
 
     def start(self, *, timeout: float = 300) -> Server:
+        # vllm-omni serve gives up at its own start-up bounds (0.30.0: 600 s) however long this waits: raise them too,
+        # since engine starts on one machine queue behind each other (the device init lock)
+        self.startup_timeout = timeout
         cmd = self.command()
         env = self.env.env()
         if self.worker_extension:
@@ -290,13 +297,11 @@ class Server:
         while time.monotonic() - started < timeout:
             if self.proc.poll() is not None:
                 raise EngineError(f"vllm-omni serve exited with {self.proc.returncode}:\n{_tail(self.log.read_text())}")
-            with contextlib.suppress(OSError, urllib.error.URLError):
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        self.startup_s = round(time.monotonic() - started, 2)
-                        if self.worker_extension:
-                            self.installed = self.rpc("omnitts_install")
-                        return self
+            if send(self.url, "GET", "/health", timeout=2).ok:
+                self.startup_s = round(time.monotonic() - started, 2)
+                if self.worker_extension:
+                    self.installed = self.rpc("omnitts_install")
+                return self
             time.sleep(1.0)
         self.stop()
         raise EngineError(f"vllm-omni serve not healthy after {timeout:.0f} s:\n{_tail(self.log.read_text())}")
@@ -304,13 +309,10 @@ class Server:
     def rpc(self, method: str, *, timeout: float = 120) -> list:
         """``method`` of the worker extension on every worker (vLLM's ``POST /collective_rpc``): one result per
         worker, stage by stage."""
-        status, _, body = http("POST", self.url + "/collective_rpc", {"method": method, "timeout": timeout})
-        if status != 200:
-            raise EngineError(f"POST /collective_rpc {method}: HTTP {status}: {body[:300]!r}")
-        results = []
-        for stage in json.loads(body)["results"]:
-            results.extend(stage if isinstance(stage, list) else [stage])
-        return results
+        try:
+            return collective_rpc(self.url, method, timeout)
+        except RuntimeError as exc:
+            raise EngineError(str(exc)) from exc
 
     def stop(self, *, grace: float = 20) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -326,21 +328,3 @@ class Server:
         # Engine workers are in the same session; make sure none outlives the server.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-
-
-def http(method: str, url: str, body: dict | None = None, *, timeout: float = 120) -> tuple[int, dict, bytes]:
-    """(status, headers, body) of one request; HTTP errors are answers, not exceptions."""
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, dict(resp.headers), resp.read()
-    except urllib.error.HTTPError as err:
-        return err.code, dict(err.headers or {}), err.read()
-
-
-if __name__ == "__main__":  # pragma: no cover - manual use: python -m omnitts.validators.engine.runtime TREE MODEL
-    tree, model = Path(sys.argv[1]), sys.argv[2]
-    work = Path(sys.argv[3] if len(sys.argv) > 3 else "/tmp/omnitts-engine")
-    env = EngineEnv.prepare(tree, "0.30.0", work)
-    print(env.model_dir(model, work / "model"))

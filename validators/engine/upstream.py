@@ -64,6 +64,104 @@ def _bytes_to_unicode() -> dict[int, str]:
     return table
 
 
+# Text-side special tokens of Qwen3-TTS at their real ids (the config classes' defaults: im_start 151644 ...,
+# tts_pad/bos/eos 151671-151673; endoftext as in the Qwen tokenizer), for the real-size directory.
+_QWEN3_REAL_SPECIALS = {
+    "<|endoftext|>": 151643,
+    "<|im_start|>": 151644,
+    "<|im_end|>": 151645,
+    "<|tts_pad|>": 151671,
+    "<|tts_bos|>": 151672,
+    "<|tts_eos|>": 151673,
+}
+_QWEN3_CODEC_IDS = {
+    "codec_pad_id": 2148,
+    "codec_bos_id": 2149,
+    "codec_eos_token_id": 2150,
+    "codec_think_id": 2154,
+    "codec_nothink_id": 2155,
+    "codec_think_bos_id": 2156,
+    "codec_think_eos_id": 2157,
+}
+# Real-size greedy decode length (frames at 12.5 Hz: 6.4 s of audio at most); dummy weights rarely pick EOS.
+_QWEN3_REAL_MAX_TOKENS = 80
+
+
+def _qwen3_tts_real(out: Path) -> dict:
+    """Qwen3-TTS at its real shapes: every width and depth the config classes' defaults (identical in qwen-tts,
+    the authors' package, and in the release), except the talker's and code predictor's ``num_code_groups`` (32 by
+    default), set to the 12 Hz codec's 16 quantizers (its default) so the two stages agree, the talker's
+    ``head_dim`` (128, not hidden / heads) and the codec decoder's ``codebook_dim`` (no default); the real text
+    vocabulary (151,936) and special-token ids; the release's own deploy config (bf16, CUDA graphs, async chunks)
+    with greedy sampling only. For the GPU (benchmarks/results/gpu-real-size-0.30.0); no weights
+    (``load_format=dummy``)."""
+    from transformers import EncodecFeatureExtractor, PreTrainedTokenizerFast
+    from vllm_omni.model_executor.models.qwen3_tts.configuration_qwen3_tts import Qwen3TTSConfig
+    from vllm_omni.model_executor.models.qwen3_tts.tokenizer_12hz.configuration_qwen3_tts_tokenizer_v2 import (
+        Qwen3TTSTokenizerV2Config,
+    )
+
+    # The decoder config class has no codebook_dim default, yet the decoder (release and qwen-tts alike) reads
+    # config.codebook_dim: a codec config written from the defaults does not build; 512 is chosen here.
+    codec = Qwen3TTSTokenizerV2Config(decoder_config={"codebook_dim": 512})
+    groups = codec.decoder_config.num_quantizers
+    talker = {
+        "num_code_groups": groups,
+        "text_vocab_size": 151936,
+        # the codec ids of the tiny directory (the release's deploy config stops on 2150); the classes' defaults
+        # (4196-4205) lie beyond the default codec vocabulary of 3072
+        **_QWEN3_CODEC_IDS,
+        "spk_id": {"real": 2160},
+        "spk_is_dialect": {"real": False},
+        "codec_language_id": {"english": 2161, "auto": 2162},
+        "position_id_per_seconds": 12.5,
+        # head_dim 128 as in every Qwen3 (the class leaves it None: hidden / heads = 64); the three M-RoPE
+        # sections sum to head_dim / 2
+        "head_dim": 128,
+        "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20], "interleaved": True},
+        "code_predictor_config": {"num_code_groups": groups},
+    }
+    config = Qwen3TTSConfig(
+        talker_config=talker,
+        tokenizer_type="qwen3_tts_tokenizer_12hz",
+        tts_model_size="real",
+        tts_model_type="custom_voice",
+        architectures=["Qwen3TTSForConditionalGeneration"],
+        torch_dtype="bfloat16",
+    )
+    config.save_pretrained(out)
+    _drop_unaccepted_keys(out / "config.json", "speaker_encoder_config", config.speaker_encoder_config)
+    codec.save_pretrained(out / "speech_tokenizer")
+    EncodecFeatureExtractor(sampling_rate=24000).save_pretrained(out / "speech_tokenizer")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=_byte_wordlevel(_QWEN3_REAL_SPECIALS, 151936),
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+    )
+    fast.save_pretrained(out)
+    _deploy_overlay(
+        out,
+        "qwen3_tts.yaml",
+        {
+            "stages": [
+                {
+                    "stage_id": 0,
+                    "default_sampling_params": {
+                        "temperature": 0.0,
+                        "top_k": -1,
+                        "top_p": 1.0,
+                        "max_tokens": _QWEN3_REAL_MAX_TOKENS,
+                        "min_tokens": 2,
+                        "repetition_penalty": 1.0,
+                    },
+                    "subtalker_sampling_params": {"do_sample": False, "temperature": 1.0, "top_k": -1, "top_p": 1.0},
+                },
+            ],
+        },
+    )
+    return {"speaker": "real", "language": "english", "groups": groups, "max_new_tokens": _QWEN3_REAL_MAX_TOKENS}
+
+
 def _qwen3_tts(out: Path) -> dict:
     from transformers import EncodecFeatureExtractor, PreTrainedTokenizerFast
     from vllm_omni.model_executor.models.qwen3_tts.configuration_qwen3_tts import Qwen3TTSConfig
@@ -319,6 +417,8 @@ def _drop_unaccepted_keys(path: Path, key: str, sub_config) -> None:
 
 
 BUILDERS = {"qwen3_tts": _qwen3_tts, "ming_tts": _ming_tts}
+# --size real: the model at its real shapes (GPU runs)
+REAL_BUILDERS = {"qwen3_tts": _qwen3_tts_real}
 
 
 def _extra_deps(release: str | None, model: str) -> dict:
@@ -340,27 +440,35 @@ def _extra_deps(release: str | None, model: str) -> dict:
     return {"extra_path": str(target)}
 
 
-def build(tree: Path, model: str, out: Path) -> dict:
+def build(tree: Path, model: str, out: Path, size: str = "tiny") -> dict:
     release = tree_version(tree)
-    if model not in BUILDERS:
-        raise SystemExit(f"upstream: no tiny builder for {model!r} ({upstream.feasibility(release, model)})")
+    builders = REAL_BUILDERS if size == "real" else BUILDERS
+    if model not in builders:
+        raise SystemExit(f"upstream: no {size} builder for {model!r} ({upstream.feasibility(release, model)})")
     sys.path.insert(0, str(tree))
     out.mkdir(parents=True, exist_ok=True)
-    info = {"dir": str(out), "model": model, "load_format": "dummy", **_extra_deps(release, model)}
-    info.update(BUILDERS[model](out))
+    info = {"dir": str(out), "model": model, "tree": str(tree), "load_format": "dummy", **_extra_deps(release, model)}
+    info.update(builders[model](out))
     (out / "omnitts_upstream.json").write_text(json.dumps(info, indent=1))
     return info
 
 
 def _requests(info: dict):
     """The request builder for the model's offline ``Omni``: the text in ``additional_information`` the way the
-    release's serving code sends it for this model (Qwen3-TTS: task type, speaker, language)."""
+    release's serving code sends it for this model (Qwen3-TTS: task type, speaker, language, and a prompt of
+    placeholder ids as long as the release's own estimate of its prompt embeddings)."""
 
     def qwen3_tts(text: str) -> dict:
-        extra = {"task_type": ["CustomVoice"], "speaker": [info["speaker"]], "language": [info["language"]]}
-        extra["max_new_tokens"] = [info.get("max_new_tokens", 24)]
-        # The talker builds its prompt embeddings from the text; the token ids are a length placeholder.
-        return {"prompt_token_ids": [0] * 8, "additional_information": {"text": [text], **extra}}
+        # The release's serving adapter sizes the placeholder with its estimator (serving_requests.py); a fixed
+        # [0] * 8 left the text out of the talker's prompt (every text gave the same codes).
+        if "builder" not in info:
+            from omnitts.knowledge.layout import tree_version
+            from omnitts.validators.engine.serving_requests import builder
+
+            info["builder"] = builder(tree_version(Path(info["tree"])), "qwen3_tts", Path(info["dir"]))
+        params = {"task_type": "CustomVoice", "speaker": info["speaker"], "language": info["language"]}
+        params["max_new_tokens"] = info.get("max_new_tokens", 24)
+        return info["builder"](text, params)
 
     def ming_tts(text: str) -> dict:
         # The release's own request builder (prompt_assembly.build_ming_dense_prompt, what its serving adapter
@@ -382,7 +490,7 @@ def _requests(info: dict):
     return {"qwen3_tts": qwen3_tts, "ming_tts": ming_tts}[info["model"]]
 
 
-def run_offline(model_dir: Path, plan: dict, out: Path) -> dict:
+def run_offline(model_dir: Path, plan: dict, out: Path):
     """The engine tier's offline driver (``offline.run``: solo then batched scenarios, audio to .npy) on an
     upstream model: ``Omni`` with ``load_format="dummy"`` and the model's own request shape."""
     import vllm_omni
@@ -411,23 +519,27 @@ def main(argv: list[str] | None = None) -> int:
     make.add_argument("--tree", required=True, type=Path)
     make.add_argument("--model", required=True, choices=sorted(BUILDERS))
     make.add_argument("--out", required=True, type=Path)
+    make.add_argument("--size", choices=("tiny", "real"), default="tiny", help="real: the model's real shapes (GPU)")
     drive = sub.add_parser("offline", help="run the offline Omni on the plan (dummy weights)")
     drive.add_argument("--model-dir", required=True, type=Path)
     drive.add_argument("--plan", required=True, type=Path)
     drive.add_argument("--out", required=True, type=Path)
     args = parser.parse_args(argv)
     if args.cmd == "build":
-        print(json.dumps(build(args.tree.resolve(), args.model, args.out)))
+        print(json.dumps(build(args.tree.resolve(), args.model, args.out, args.size)))
         return 0
     import traceback
 
+    from omnitts.validators.engine import offline
+    from omnitts.validators.observations.engine import OfflineRun
+
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        result = run_offline(args.model_dir, json.loads(args.plan.read_text()), args.out)
+        found = run_offline(args.model_dir, json.loads(args.plan.read_text()), args.out)
     except Exception as exc:  # recorded for the test, which fails with it
-        result = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
-    (args.out / "result.json").write_text(json.dumps(result, indent=1))
-    return 0 if "error" not in result else 1
+        found = OfflineRun(error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+    offline.write(found, args.out)
+    return 0 if found.error is None else 1
 
 
 if __name__ == "__main__":

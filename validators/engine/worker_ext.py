@@ -12,20 +12,22 @@ the engine's own ``collective_rpc`` (offline: ``Omni.engine.collective_rpc``; se
   decodes one token, none is new), and wraps the model's own methods (those defined in its package) so the
   sync spy can be armed around model calls only.
 * ``omnitts_state()``: the containers the model instance and its submodules hold (the harness's I5 discovery,
-  ``validators/runtime/state.py``) and the request ids seen; the test process judges them.
+  ``validators/runtime/state.py``) and the request ids seen, as a ``WorkerState`` observation; the test process
+  judges them.
+* ``omnitts_memory()``: the worker's resident set, the bytes of tensors its model holds beyond its weights (the
+  harness's ``state.held_bytes``) and CUDA memory allocated, as a ``Memory`` observation (i5.abort_recovery).
 * ``omnitts_sync_arm()`` / ``omnitts_sync_report()``: the harness's ``SyncSpy`` (dispatch spy + tensor method
   wrappers on CPU, plus ``torch.cuda.set_sync_debug_mode`` on CUDA) armed around model calls from now on, after
   warm-up; the report counts syncs per step with the model's source lines.
 
-Arguments and results are JSON-able (the dev endpoint passes strings and returns JSON). Runs inside the engine's
-workers only (imports torch, never vLLM).
+Arguments are JSON-able and results are observation documents (``validators/observations/schema.py``: the dev
+endpoint passes strings and returns JSON). Runs inside the engine's workers only (imports torch, never vLLM).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-from dataclasses import asdict
 from pathlib import Path
 
 _PREFIX = "omnitts_"
@@ -33,7 +35,7 @@ _PREFIX = "omnitts_"
 _MODEL_CALLS = ("forward", "compute_logits", "preprocess", "postprocess", "embed_input_ids", "sample")
 
 
-class _Probe:
+class _Watch:
     """What one worker's extension keeps: ids seen, the step label, the spy (one per worker)."""
 
     def __init__(self, model) -> None:
@@ -59,71 +61,81 @@ class OmnittsWorkerExtension:
     """Mixed into vLLM's worker by ``worker_extension_cls``; every method here is a ``collective_rpc`` target."""
 
     def omnitts_install(self) -> dict:
-        probe = getattr(self, "_omnitts_probe", None)
+        watch = getattr(self, "_omnitts_watch", None)
         runner = self.model_runner
         model = runner.get_model() if hasattr(runner, "get_model") else runner.model
-        if probe is not None:
+        if watch is not None:
             return {"installed": True, "again": True, "model": type(model).__name__}
-        probe = self._omnitts_probe = _Probe(model)
+        watch = self._omnitts_watch = _Watch(model)
         execute = runner.execute_model
 
         @functools.wraps(execute)
         def execute_model(scheduler_output, *args, **kwargs):
             for new in getattr(scheduler_output, "scheduled_new_reqs", None) or ():
-                probe.seen.append(str(new.req_id))
-            probe.finished.extend(str(r) for r in getattr(scheduler_output, "finished_req_ids", None) or ())
-            probe.step += 1
+                watch.seen.append(str(new.req_id))
+            watch.finished.extend(str(r) for r in getattr(scheduler_output, "finished_req_ids", None) or ())
+            watch.step += 1
             n = _steady(scheduler_output)
-            if n and probe.armed:
-                probe.steady[f"step {probe.step}"] = n
+            if n and watch.armed:
+                watch.steady[f"step {watch.step}"] = n
             return execute(scheduler_output, *args, **kwargs)
 
         runner.execute_model = execute_model
         wrapped = []
         for name in _MODEL_CALLS:
             fn = getattr(model, name, None)
-            if not callable(fn) or not _defined_in(fn, probe.package):
+            if not callable(fn) or not _defined_in(fn, watch.package):
                 continue
-            setattr(model, name, _armed_call(probe, fn))
+            setattr(model, name, _armed_call(watch, fn))
             wrapped.append(name)
-        return {"installed": True, "model": type(model).__name__, "package": str(probe.package), "wrapped": wrapped}
+        return {"installed": True, "model": type(model).__name__, "package": str(watch.package), "wrapped": wrapped}
 
     def omnitts_state(self) -> dict:
+        from omnitts.validators.observations import schema
+        from omnitts.validators.observations.state import WorkerState
         from omnitts.validators.runtime import state
 
-        probe = self._omnitts_probe
-        return {
-            "containers": [asdict(c) for c in state.containers([probe.model])],
-            "seen": list(probe.seen),
-            "finished": list(probe.finished),
-            "steps": probe.step,
-        }
+        watch = self._omnitts_watch
+        found = WorkerState(tuple(state.containers([watch.model])), tuple(watch.seen), tuple(watch.finished))
+        return schema.dump(found)
+
+    def omnitts_memory(self) -> dict:
+        """This worker's resident set, the tensors its model holds beyond its weights, CUDA memory allocated."""
+        import gc
+
+        import torch
+
+        from omnitts.validators.observations import schema
+        from omnitts.validators.observations.state import Memory
+        from omnitts.validators.runtime.memory import rss_bytes
+        from omnitts.validators.runtime.state import held_bytes
+
+        watch = self._omnitts_watch
+        gc.collect()
+        cuda = int(torch.cuda.memory_allocated()) if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+        return schema.dump(Memory(rss_bytes(), held_bytes([watch.model]), cuda))
 
     def omnitts_sync_arm(self) -> dict:
         from omnitts.validators.runtime.syncspy import SyncSpy
 
-        probe = self._omnitts_probe
-        files = sorted(str(p) for p in probe.package.rglob("*.py"))
-        device = next((p.device.type for p in probe.model.parameters()), "cpu")
-        probe.spy = SyncSpy([Path(f) for f in files], device=device)
-        probe.steady = {}
-        probe.armed = True
+        watch = self._omnitts_watch
+        files = sorted(str(p) for p in watch.package.rglob("*.py"))
+        device = next((p.device.type for p in watch.model.parameters()), "cpu")
+        watch.spy = SyncSpy([Path(f) for f in files], device=device)
+        watch.steady = {}
+        watch.armed = True
         return {"armed": True, "device": device, "files": len(files)}
 
     def omnitts_sync_report(self) -> dict:
-        probe = self._omnitts_probe
-        probe.armed = False
-        rep = probe.spy.report if probe.spy is not None else None
-        if rep is None:
-            return {"error": "the sync spy was never armed"}
-        return {
-            "steady": dict(probe.steady),
-            "steps": dict(rep.steps),
-            "events": [asdict(e) for e in rep.events],
-            "debug_steps": dict(rep.debug_steps),
-            "debug_events": [asdict(e) for e in rep.debug_events],
-            "device": probe.spy.device,
-        }
+        from omnitts.validators.backends.workers import sync_report
+        from omnitts.validators.observations import schema
+        from omnitts.validators.observations.state import SyncReport
+
+        watch = self._omnitts_watch
+        watch.armed = False
+        if watch.spy is None:
+            return schema.dump(SyncReport({}, {}, (), {}, (), error="the sync spy was never armed"))
+        return schema.dump(sync_report(watch.spy.report, watch.steady, watch.spy.device))
 
 
 def _defined_in(fn, package: Path) -> bool:
@@ -134,13 +146,13 @@ def _defined_in(fn, package: Path) -> bool:
     return Path(code.co_filename).resolve().is_relative_to(package)
 
 
-def _armed_call(probe: _Probe, fn):
-    """``fn`` with the spy armed around it while the probe is armed (labelled with the runner's current step)."""
+def _armed_call(watch: _Watch, fn):
+    """``fn`` with the spy armed around it while the watch is armed (labelled with the runner's current step)."""
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        if probe.armed and probe.spy is not None:
-            with probe.spy.armed(f"step {probe.step}"):
+        if watch.armed and watch.spy is not None:
+            with watch.spy.armed(f"step {watch.step}"):
                 return fn(*args, **kwargs)
         return fn(*args, **kwargs)
 

@@ -1,1 +1,2 @@
-"""Runtime validators: the runner harness, per-release consolidation, sync spy, audio and checklist output."""
+"""The harness side: the model context, the runner harness, subjects and their loaders, per-release
+consolidation, the sync spy, state discovery, audio and checklist output."""

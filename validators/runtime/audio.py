@@ -18,12 +18,13 @@ except Exception:  # noqa: BLE001 - absent or broken libsndfile: fall back to th
     _sf = None
 
 
-def _safe(part: str) -> str:
+def safe_name(part: str) -> str:
+    """``part`` as one file name (a model spec like ``path/toys.py:two_stage`` holds slashes)."""
     return re.sub(r"[^A-Za-z0-9_.@+-]+", "_", part).strip("_") or "x"
 
 
 def wav_path(root: Path, model: str, check: str, name: str) -> Path:
-    return Path(root) / "wav" / _safe(model) / _safe(check) / f"{_safe(name)}.wav"
+    return Path(root) / "wav" / safe_name(model) / safe_name(check) / f"{safe_name(name)}.wav"
 
 
 def to_numpy(audio) -> np.ndarray:

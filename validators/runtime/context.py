@@ -1,4 +1,5 @@
-"""Per-model state shared by the checks of one pytest process: the subject, cached runs, audio output."""
+"""The one per-model context of a pytest process, whatever the tier: options, the subject and its cached harness runs,
+the engine session (``--engine offline|server``), and where the audio a verdict names is written."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from typing import Any
 
 import torch
 
-from omnitts.knowledge.runner import contract_for as profile_for
-from omnitts.validators.runtime import audio as audio_io
+from omnitts.knowledge.runner import RunnerContract
+from omnitts.validators.runtime import audio
 from omnitts.validators.runtime.consolidation import real_state_factory
-from omnitts.validators.runtime.harness import ContractError, Engine, ModelError, RunResult
+from omnitts.validators.runtime.harness import ContractError, Harness, ModelError, RunResult
 from omnitts.validators.runtime.loaders import LoadError, load_subject
 from omnitts.validators.runtime.subject import RequestPlan, RuntimeSubject
 from omnitts.validators.runtime.timeouts import CheckTimeout, deadline
@@ -22,6 +23,21 @@ from omnitts.validators.runtime.timeouts import CheckTimeout, deadline
 
 class CheckFailure(AssertionError):
     """A check failed for a reason the check names (message is what the user reads)."""
+
+
+@dataclass
+class EngineOptions:
+    """``--engine offline|server``: how the tree's own engine runs the model."""
+
+    tier: str = "harness"
+    release: str | None = None  # default: the tree's
+    timeout: float = 600.0
+    checkpoint: Path | None = None
+    dummy_weights: bool = False
+    request_info: dict | None = None
+    placement_for: Any = None  # model name -> its StagePlacement (validators/engine/runtime.py)
+    reference: Path | None = None  # --reference CAPTURE: the parity checks compare with it
+    python: str | None = None  # --engine-python (else install.engine_python decides)
 
 
 @dataclass
@@ -33,6 +49,8 @@ class Options:
     timeout: float = 60.0
     require_real: bool = False
     placement: Any = None  # the worker's WorkerPlacement on CUDA runs (validators/runtime/placement.py)
+    catalogs: tuple = ()  # the model catalogs --model names come from (handed in by the plugin)
+    engine: EngineOptions = field(default_factory=EngineOptions)
 
 
 @dataclass
@@ -46,6 +64,8 @@ class ModelContext:
     _runs: dict[str, Any] = field(default_factory=dict)
     written: list[Path] = field(default_factory=list)
     hung: str | None = None
+    _session: Any = None  # the EngineSession (engine tiers)
+    backend: Any = None  # the tier's backend observing this model (validators/backends)
 
     # -- subject ---------------------------------------------------------------------------------
     @property
@@ -53,7 +73,7 @@ class ModelContext:
         if self._subject is None and self._load_error is None:
             try:
                 self._subject = load_subject(
-                    self.name, self.options.omni_root, self.options.release, self.options.device
+                    self.name, self.options.catalogs, self.options.omni_root, self.options.release, self.options.device
                 )
             except LoadError as exc:
                 self._load_error = str(exc)
@@ -68,9 +88,8 @@ class ModelContext:
         return self._subject
 
     @property
-    def profile(self):
-        s = self.subject
-        return profile_for(s.release, s.model_runner)
+    def contract(self) -> RunnerContract:
+        return self.subject.contract()
 
     def consolidation(self):
         """(factory or None, description): the release's own function in the real tier, else ours."""
@@ -79,12 +98,13 @@ class ModelContext:
             era = self.subject.consolidation_era
             self._runs[key] = (None, f"omnitts era-{era} re-implementation (harness variation of this subject)")
         if key not in self._runs:
-            factory, note = real_state_factory(self.profile.version)
+            factory, note = real_state_factory(self.contract.version)
             if factory is None:
                 if self.options.require_real or self.subject.kind == "tree":
                     self._runs[key] = (None, f"REAL-TIER-UNAVAILABLE: {note}")
                 else:
-                    self._runs[key] = (None, f"omnitts era-{self.profile.consolidation_era} re-implementation ({note})")
+                    era = self.contract.consolidation_era
+                    self._runs[key] = (None, f"omnitts era-{era} re-implementation ({note})")
             else:
                 self._runs[key] = (factory, note)
         return self._runs[key]
@@ -115,7 +135,7 @@ class ModelContext:
         return found
 
     # -- running ---------------------------------------------------------------------------------
-    def engine(self, **kw) -> Engine:
+    def harness(self, **kw) -> Harness:
         if self.hung is not None:
             raise_failure(CheckFailure(f"not run: the model hung earlier ({self.hung}); see that check's report"), "")
         factory, note = self.consolidation()
@@ -123,16 +143,16 @@ class ModelContext:
             raise CheckFailure(f"the real-vLLM tier is needed for {self.name!r} but {note.split(': ', 1)[1]}")
         if kw.get("models") is None:  # models a check built itself stay where it put them (one device)
             kw.setdefault("stage_devices", self.stage_devices())
-        return Engine(
+        return Harness(
             self.subject, device=self.options.device, consolidation_factory=factory, consolidation_source=note, **kw
         )
 
-    def run(self, key: str, plans: list[RequestPlan], **engine_kw) -> RunResult:
+    def run(self, key: str, plans: list[RequestPlan], **harness_kw) -> RunResult:
         """Run a scenario once per process; a failure is cached and re-raised for every check that needs it."""
         if key not in self._runs:
             try:
                 with deadline(self.options.timeout, f"{self.name}: scenario {key}"):
-                    self._runs[key] = self.engine(**engine_kw).run(copy.deepcopy(plans), key)
+                    self._runs[key] = self.harness(**harness_kw).run(copy.deepcopy(plans), key)
             except (ModelError, ContractError, CheckTimeout, CheckFailure) as exc:
                 if isinstance(exc, CheckTimeout) and self.hung is None:
                     self.hung = f"scenario {key!r} exceeded {self.options.timeout:g} s"
@@ -163,13 +183,6 @@ class ModelContext:
         except (ModelError, ContractError, CheckFailure) as exc:
             raise_failure(exc, what)
 
-    def tolerance(self, chunk: bool = False) -> dict:
-        """The subject's comparison tolerance; on CUDA 10x looser (kernels differ between batch shapes)."""
-        tol = dict(self.subject.chunk_tolerance if chunk else self.subject.tolerance)
-        if self.options.device.startswith("cuda"):
-            tol = {k: v * 10 for k, v in tol.items()}
-        return tol
-
     def composition(self, name: str) -> RunResult:
         """One of :func:`scenarios.compositions`, run once and shared by I4, I5, perf and the chunk check."""
         from omnitts.validators.runtime.scenarios import compositions
@@ -181,24 +194,61 @@ class ModelContext:
         out = {}
         for p in self.subject.prompts:
             out[p.ext_id] = self.run(f"solo:{p.ext_id}", [replace(p, arrive_step=0, abort_step=None)])
+        if "__served_wavs__" not in self._reported:  # what the model says for each prompt, passing run or not
+            self._reported.add("__served_wavs__")
+            for run in out.values():
+                self.write_run("served", run)
         return out
 
     def solo_audio(self) -> dict[str, torch.Tensor]:
         return {ext: r.requests[ext].stream_audio for ext, r in self.solo_runs().items()}
 
+    # -- the engine tiers -------------------------------------------------------------------------
+    def engine_session(self):
+        """The model through the tree's own engine (``--engine offline|server``), built on first use."""
+        if self._session is None:
+            from omnitts.validators.engine.session import EngineSession
+            from omnitts.validators.runtime.results import engine_dir
+
+            engine = self.options.engine
+            if not self.options.omni_root:
+                raise CheckFailure("--engine offline/server runs the tree's own engine: pass --omni-root DIR")
+            work = engine_dir(self.options.out_dir, self.name)  # the run folder keeps the engine's logs
+            try:
+                self._session = EngineSession(
+                    Path(self.options.omni_root).resolve(),
+                    self.name,
+                    engine.release,
+                    work,
+                    engine.timeout,
+                    engine.placement_for(self.name) if engine.placement_for else None,
+                    checkpoint=engine.checkpoint,
+                    dummy_weights=engine.dummy_weights,
+                    request_info=engine.request_info,
+                    python=engine.python,
+                    wav_root=self.options.out_dir,
+                )
+            except Exception as exc:  # fail closed, with the step and the log's tail
+                raise CheckFailure(f"engine tier for {self.name}: {exc}") from exc
+        return self._session
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+
     # -- artifacts -------------------------------------------------------------------------------
-    def write_audio(self, check: str, name: str, audio, sample_rate: int | None = None) -> Path:
-        sr = sample_rate or self.subject.sample_rate
-        path = audio_io.wav_path(self.options.out_dir, self.name, check, name)
-        audio_io.write_wav(path, audio, sr)
+    def write_audio(self, check: str, name: str, samples, sample_rate: int | None = None) -> Path:
+        sr = sample_rate or (self._subject.sample_rate if self._subject else None) or 16000
+        path = audio.wav_path(self.options.out_dir, self.name, check, name)
+        audio.write_wav(path, samples, sr)
         self.written.append(path)
         return path
 
     def write_run(self, check: str, run: RunResult, suffix: str = "") -> dict[str, Path]:
-        paths = {}
-        for ext, res in run.requests.items():
-            paths[ext] = self.write_audio(check, f"{ext}{suffix}", res.stream_audio, res.sample_rate)
-        return paths
+        return {
+            ext: self.write_audio(check, f"{ext}{suffix}", res.stream_audio, res.sample_rate)
+            for ext, res in run.requests.items()
+        }
 
 
 def raise_failure(exc: BaseException, what: str):

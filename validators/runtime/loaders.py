@@ -2,7 +2,8 @@
 
 Three sources:
 
-* the reference-model catalog (``omnitts.reference_models.catalog``): correct models and their mutants;
+* a model catalog handed in by the caller (the plugin hands the installed ones, ``runtime/catalogs.py``: omnitts's
+  reference models and their mutants);
 * a model inside a vLLM-Omni tree (``--omni-root DIR --model NAME``): pipeline.py, the deploy yaml and the
   registry are read with ``ast``/YAML, the classes are imported from ``DIR`` — this needs real vLLM;
 * ``path/to/file.py:factory`` or ``package.module:factory`` returning a subject (used by our own tests).
@@ -18,9 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from omnitts.knowledge import configs as tree_configs
-from omnitts.knowledge.layout import tree_version
+from omnitts.knowledge import configs, layout
 from omnitts.knowledge.runner import DEFAULT_RELEASE
+from omnitts.validators.backends.texts import HARNESS_TEXTS
 from omnitts.validators.runtime.subject import RequestPlan, RuntimeSubject, StageSpec
 
 
@@ -28,34 +29,73 @@ class LoadError(Exception):
     """The model could not be turned into a runnable subject; the message says why, in one line."""
 
 
-DEFAULT_TEXTS = (
-    "Hi.",
-    "Hello from vLLM-Omni.",
-    "Streaming audio should sound the same as offline audio.",
-    "Four requests at once.",
-    "The quick brown fox jumps over the lazy dog, twice over.",
-)
-
-
 # ------------------------------------------------------------------------------------------------
-# catalog
+# catalogs
 # ------------------------------------------------------------------------------------------------
 
 
-def _catalog():
-    try:
-        return importlib.import_module("omnitts.reference_models.catalog")
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("omnitts.reference_models"):
+def list_model_names(catalogs) -> list[str]:
+    """Every model the catalogs name (``list_models()`` of each), in their order."""
+    return [str(n) for cat in catalogs for n in cat.list_models()]
+
+
+def tree_models(root: Path) -> list[str]:
+    """The model packages of a vLLM-Omni tree: the folders of ``vllm_omni/model_executor/models``."""
+    models = Path(root) / layout.MODELS
+    return sorted(p.name for p in models.glob("*") if p.is_dir() and not p.name.startswith(("_", ".")))
+
+
+def _nearest(name: str, known: list[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+    return f"did you mean {close[0]}? " if close else ""
+
+
+def _listing(known: list[str], limit: int = 40) -> str:
+    shown = ", ".join(known[:limit])
+    return shown + (f", ... ({len(known)} in all)" if len(known) > limit else "")
+
+
+def model_problem(name: str, omni_root: str | Path | None, catalogs=()) -> str | None:
+    """What is wrong with ``--model NAME`` (one line naming what exists and the nearest match), or None.
+
+    Checked before any check runs, without importing the model: a tree model must have its package folder, a
+    factory spec its file or module, any other name must be in one of the ``catalogs`` handed in."""
+    if omni_root:
+        root = Path(omni_root)
+        if not (root / "vllm_omni").is_dir():
+            return f"--omni-root {omni_root}: not a vLLM-Omni tree (no vllm_omni/ folder in it)"
+        known = tree_models(root)
+        if name in known:
             return None
-        raise
-
-
-def list_model_names() -> list[str]:
-    cat = _catalog()
-    if cat is None:
-        return []
-    return [str(n) for n in cat.list_models()]
+        return (
+            f"--model {name}: no model package vllm_omni/model_executor/models/{name} in the vLLM-Omni tree at "
+            f"{root.resolve()}; {_nearest(name, known)}the tree's models: {_listing(known) or 'none'}"
+        )
+    if ":" in name and not name.startswith("ref_"):
+        target = name.rpartition(":")[0]
+        if target.endswith(".py"):
+            return None if Path(target).is_file() else f"--model {name}: no such file {target}"
+        try:
+            found = importlib.util.find_spec(target) is not None
+        except (ImportError, ValueError):
+            found = False
+        return None if found else f"--model {name}: no module {target} to take the factory from"
+    known = list_model_names(catalogs)
+    if not known:
+        return (
+            f"--model {name}: no model catalog is installed (the omnitts.model_catalogs entry points; reinstall "
+            "omnitts: pip install -e .); pass --omni-root DIR for a model in a vLLM-Omni tree"
+        )
+    if name in known:
+        return None
+    models = [n for n in known if "@" not in n]
+    return (
+        f"--model {name}: not a reference model or mutant of omnitts; {_nearest(name, known)}the reference models: "
+        f"{', '.join(models)}, and {len(known) - len(models)} mutants (MODEL@BUG, --list-models names them); a model "
+        "in a vLLM-Omni tree needs --omni-root DIR"
+    )
 
 
 def from_catalog_subject(subj: Any, device: str = "cpu") -> RuntimeSubject:
@@ -68,7 +108,7 @@ def from_catalog_subject(subj: Any, device: str = "cpu") -> RuntimeSubject:
 def template_consumer():
     """``as_waveform`` of the scaffold's example ``end2end.py`` template: the consumer generated models ship."""
     try:
-        import omnitts.templates as templates
+        from omnitts import templates
     except ImportError:
         return None, ""
     base = Path(next(iter(templates.__path__)))
@@ -95,7 +135,7 @@ def template_consumer():
     return ns["as_waveform"], f"{path.relative_to(base.parent)}:{line} as_waveform() (template)"
 
 
-def default_prompts(config: Any, texts=DEFAULT_TEXTS, max_tokens: int | None = None) -> list[RequestPlan]:
+def default_prompts(config: Any, texts=HARNESS_TEXTS, max_tokens: int | None = None) -> list[RequestPlan]:
     enc = getattr(config, "encode_text", None)
     cap = max_tokens or int(getattr(config, "max_frames", 0) or 0) + 8 or 256
     plans = []
@@ -144,14 +184,14 @@ def _from_spec(spec: str) -> RuntimeSubject:
 
 
 def read_pipeline(path: Path) -> dict[str, Any]:
-    pipe = tree_configs.read_pipeline(path)
+    pipe = configs.read_pipeline(path)
     if pipe is None:
         raise LoadError(f"{path}: no PipelineConfig(...) found")
     return pipe
 
 
 def read_registry(path: Path) -> dict[str, tuple[str, ...]]:
-    registry = tree_configs.read_registry(path)
+    registry = configs.read_registry(path)
     if registry is None:
         raise LoadError(f"{path}: no _OMNI_MODELS dict")
     return registry
@@ -175,7 +215,7 @@ def consumer_from_example(path: Path, names=("as_waveform", "to_waveform", "extr
 
 def load_tree_model(root: Path, name: str, release: str | None = None) -> RuntimeSubject:
     root = Path(root).resolve()
-    pkg = root / "vllm_omni" / "model_executor" / "models" / name
+    pkg = layout.model_package(root, name)
     if not pkg.is_dir():
         raise LoadError(f"{pkg} does not exist: no model package {name!r} in the vLLM-Omni tree at {root}")
     try:
@@ -188,11 +228,11 @@ def load_tree_model(root: Path, name: str, release: str | None = None) -> Runtim
             f"{vllm_hint(root)}"
         ) from None
     pipe = read_pipeline(pkg / "pipeline.py")
-    registry = read_registry(root / "vllm_omni" / "model_executor" / "models" / "registry.py")
+    registry = read_registry(root / layout.REGISTRY)
     model_type = pipe.get("model_type", name)
     import yaml
 
-    deploy_path = root / "vllm_omni" / "deploy" / f"{model_type}.yaml"
+    deploy_path = layout.deploy_config(root, model_type)
     deploy = yaml.safe_load(deploy_path.read_text(encoding="utf-8")) if deploy_path.is_file() else {}
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
@@ -242,16 +282,14 @@ def load_tree_model(root: Path, name: str, release: str | None = None) -> Runtim
     extra: dict[str, Any] = {}
     for conn in (deploy.get("connectors") or {}).values():
         extra.update((conn or {}).get("extra") or {})
-    consumer, origin = consumer_from_example(
-        root / "examples" / "offline_inference" / "text_to_speech" / name / "end2end.py"
-    )
-    proc_file = root / "vllm_omni" / "model_executor" / "stage_input_processors" / f"{name}.py"
+    consumer, origin = consumer_from_example(layout.offline_example(root, name))
+    proc_file = layout.stage_input_processor(root, name)
     files = sorted(pkg.glob("*.py")) + ([proc_file] if proc_file.is_file() else [])
     pattern = "two-stage" if len(stages) > 1 else "single-stage"
     return RuntimeSubject(
         name=name,
         pattern=pattern,
-        release=release or tree_version(root) or DEFAULT_RELEASE,
+        release=release or layout.tree_version(root) or DEFAULT_RELEASE,
         stages=stages,
         prompts=default_prompts(config),
         sample_rate=int(getattr(config, "sample_rate", 16000)),
@@ -271,21 +309,23 @@ def load_tree_model(root: Path, name: str, release: str | None = None) -> Runtim
 
 
 def load_subject(
-    name: str, omni_root: str | Path | None = None, release: str | None = None, device: str = "cpu"
+    name: str, catalogs=(), omni_root: str | Path | None = None, release: str | None = None, device: str = "cpu"
 ) -> RuntimeSubject:
+    """The subject ``name`` names: a model of ``omni_root``, a ``file.py:factory`` spec, or a model of one of the
+    ``catalogs`` handed in (objects with ``list_models()`` and ``get_subject(name)``)."""
     if omni_root:
         subj = load_tree_model(Path(omni_root), name, release)
     elif ":" in name and not name.startswith("ref_"):
         subj = _from_spec(name)
     else:
-        cat = _catalog()
-        if cat is None:
+        if not catalogs:
             raise LoadError(
-                f"model {name!r}: the reference-model catalog (omnitts.reference_models.catalog) is not available;"
-                " pass --omni-root DIR for a model in a vLLM-Omni tree"
+                f"model {name!r}: no model catalog is installed (the omnitts.model_catalogs entry points; reinstall "
+                "omnitts: pip install -e .); pass --omni-root DIR for a model in a vLLM-Omni tree"
             )
-        known = list_model_names()
-        if name not in known:
+        cat = next((c for c in catalogs if name in c.list_models()), None)
+        if cat is None:
+            known = list_model_names(catalogs)
             raise LoadError(f"unknown model {name!r}; known: {', '.join(known)} (see --list-models)")
         subj = from_catalog_subject(cat.get_subject(name), device)
     if release:

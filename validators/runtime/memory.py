@@ -27,7 +27,7 @@ def _cuda_bytes() -> int | None:
         return None
 
 
-class MemoryProbe:
+class MemoryMeter:
     """Taken when a check starts; :meth:`growth` says how much the process grew since."""
 
     def __init__(self, cuda: bool = False):

@@ -1,11 +1,17 @@
-"""Per-request state held by a model (invariant I5): find containers that remember requests."""
+"""Per-request state held by a model (invariant I5): the containers a model's modules hold, with their keys.
+
+The harness lists them in the test process, omnitts's worker extension inside the engine's workers; the i5 verdicts
+judge them (``validators/verdicts/i5.py``).
+"""
 
 from __future__ import annotations
 
 import collections
-from dataclasses import dataclass
+import types
 
 import torch
+
+from omnitts.validators.observations.state import Container
 
 _SKIP = {
     "_parameters",
@@ -28,14 +34,6 @@ _SKIP = {
     "training",
 }
 _CONTAINERS = (dict, list, set, tuple, collections.deque)
-
-
-@dataclass
-class Container:
-    path: str
-    size: int
-    keys: list[str]
-    nbytes: int
 
 
 def _nbytes(v, depth=0) -> int:
@@ -66,46 +64,53 @@ def containers(models: list) -> list[Container]:
                     continue
                 seen.add(id(val))
                 path = f"stage{i}:{owner_name}.{attr}"
-                keys = [str(k) for k in val.keys()] if isinstance(val, dict) else []
+                keys = tuple(str(k) for k in val.keys()) if isinstance(val, dict) else ()
                 out.append(Container(path, len(val), keys, _nbytes(val)))
                 if isinstance(val, dict):
                     for k, sub in val.items():
                         if isinstance(sub, dict) and id(sub) not in seen:
                             seen.add(id(sub))
                             out.append(
-                                Container(f"{path}[{k!r}]", len(sub), [str(x) for x in sub.keys()], _nbytes(sub))
+                                Container(f"{path}[{k!r}]", len(sub), tuple(str(x) for x in sub.keys()), _nbytes(sub))
                             )
     return out
 
 
-def holders(models: list, ids: dict[str, str]) -> list[str]:
-    """Containers whose keys mention a request id; ``ids`` maps id -> description (e.g. 'scheduler id of req-1')."""
-    return holders_in(containers(models), ids)
+_OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.CodeType, str, bytes)
 
 
-def holders_in(found_containers: list[Container], ids: dict[str, str]) -> list[str]:
-    """:func:`holders` over containers already listed (the engine tier lists them inside the worker)."""
-    found = []
-    for c in found_containers:
-        for k in c.keys:
-            for rid, desc in ids.items():
-                if rid == k or (len(rid) > 6 and rid in k):
-                    found.append(f"{c.path} still holds {k!r} ({desc})")
-    return found
+def held_bytes(models: list, limit: int = 200_000) -> int:
+    """Bytes of the tensors a model reaches beyond its parameters and buffers: its containers, the objects in them,
+    a generator's frame (per-request caches live there). Walked with the garbage collector's referents from every
+    module's own attributes, stopping at modules, functions, classes and module namespaces (which reach the whole
+    process); storages counted once."""
+    import gc
+    import sys
+
+    weights, roots = set(), []
+    for model in models:
+        owners = [m for _, m in model.named_modules()] if isinstance(model, torch.nn.Module) else [model]
+        for owner in owners:
+            if isinstance(owner, torch.nn.Module):
+                for t in [*owner.parameters(recurse=False), *owner.buffers(recurse=False)]:
+                    weights.add(_storage(t))
+            roots += [v for k, v in vars(owner).items() if k not in _SKIP]
+    namespaces = {id(vars(m)) for m in list(sys.modules.values()) if m is not None}
+    seen, stack, total, counted = set(), list(roots), 0, set()
+    while stack and len(seen) < limit:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (*_OPAQUE, torch.nn.Module)) or id(obj) in namespaces:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, torch.Tensor):
+            key = _storage(obj)
+            if key not in weights and key not in counted:
+                counted.add(key)
+                total += obj.untyped_storage().nbytes()
+            continue
+        stack.extend(gc.get_referents(obj))
+    return total
 
 
-def footprint(models: list) -> dict[str, tuple[int, int]]:
-    return footprint_of(containers(models))
-
-
-def footprint_of(found_containers: list[Container]) -> dict[str, tuple[int, int]]:
-    return {c.path: (c.size, c.nbytes) for c in found_containers}
-
-
-def growth(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> list[str]:
-    grew = []
-    for path, (size, nbytes) in after.items():
-        s0, b0 = before.get(path, (0, 0))
-        if size > s0 or nbytes > b0:
-            grew.append(f"{path}: {s0} -> {size} entries, {b0} -> {nbytes} tensor bytes")
-    return grew
+def _storage(t: torch.Tensor) -> tuple[str, int]:
+    return str(t.device), t.untyped_storage().data_ptr()

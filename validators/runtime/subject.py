@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from omnitts.knowledge.layout import tree_version
+from omnitts.knowledge.runner import RunnerContract, contract_for
+
 #: Host syncs a model may do per request and steady-state step, the default I3 budget of both tiers (the harness's
 #: subject and the engine tier's in-worker check): none. A sync the model must keep carries the static rules'
 #: suppression ``# omnitts: ignore[OMNI-I3-...] reason`` (reported, not counted).
@@ -35,6 +38,7 @@ class RequestPlan:
     max_tokens: int = 64
     arrive_step: int = 0
     abort_step: int | None = None
+    seed: int | None = None  # the request's sampling seed (the runner hands it to the model as ``_omni_seed``)
 
 
 @dataclass
@@ -86,6 +90,15 @@ class RuntimeSubject:
                 m.eval()
             models.append(m)
         return models
+
+    def contract(self) -> RunnerContract:
+        """The runner contract the harness reproduces: a tree model's, read from its tree (the files over the release
+        table, as the scaffold and the static rules read it) when it runs at the tree's own release; else the
+        release's."""
+        root = self.extra.get("root") if self.kind == "tree" else None
+        if root and tree_version(Path(root)) == self.release:
+            return contract_for(Path(root), self.model_runner)
+        return contract_for(self.release, self.model_runner)
 
     @property
     def ar_stage(self) -> StageSpec:

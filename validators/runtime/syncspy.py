@@ -22,6 +22,7 @@ reason but does not count against the budget: one suppression serves both tiers.
 from __future__ import annotations
 
 import contextlib
+import functools
 import linecache
 import re
 import sys
@@ -34,7 +35,12 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from omnitts.validators.observations.state import HARNESS, OUTSIDE, UNKNOWN
+
 _HERE = str(Path(__file__).resolve().parent)
+_SELF = str(Path(__file__).resolve())
+_VALIDATORS = str(Path(__file__).resolve().parents[1])  # omnitts's validators: the harness, its backends, the worker
+_WARNINGS = str(Path(warnings.__file__).resolve())  # the frame that calls showwarning() for sync-debug warnings
 _TORCH = str(Path(torch.__file__).resolve().parent)
 
 
@@ -78,6 +84,19 @@ def _is_cpu_device(arg) -> bool:
     if isinstance(arg, torch.device):
         return arg.type == "cpu"
     return False
+
+
+@functools.lru_cache(maxsize=8192)
+def _real(filename: str) -> str:
+    """A frame's file as its real path: the model's files and omnitts's own are compared resolved, so a checkout
+    reached through symbolic links (the GPU machine's shim maps the repo's folders onto ``omnitts.*`` by links)
+    still places a sync on the model's line; compared unresolved, every frame looked foreign there."""
+    if filename.startswith("<"):
+        return filename
+    try:
+        return str(Path(filename).resolve())
+    except (OSError, RuntimeError):
+        return filename
 
 
 _WARM = []
@@ -134,17 +153,24 @@ class SyncSpy:
         return None
 
     def _site_full(self, skip: int = 2) -> tuple[str, bool, str | None]:
-        """(where, in the model's files, suppression reason) of the innermost model frame."""
+        """(where, in the model's files, suppression reason) of the innermost model frame.
+
+        A sync with no model frame on the stack is attributed all the same, never to nothing: to the innermost frame
+        outside torch, prefixed ``HARNESS`` when it lies in omnitts's validators (the harness synced, not the model)
+        and ``OUTSIDE`` otherwise (e.g. the serving runner's code), so every event names a line and who owns it."""
         frame = sys._getframe(skip)
-        fallback = None
+        first = None
         while frame is not None:
-            fn = frame.f_code.co_filename
+            fn = _real(frame.f_code.co_filename)
             if self._in_model(fn):
                 return self._fmt(frame), True, self._suppression(fn, frame.f_lineno)
-            if fallback is None and not fn.startswith(_TORCH) and not fn.startswith(_HERE) and "<frozen" not in fn:
-                fallback = frame
+            if first is None and not fn.startswith(_TORCH) and fn not in (_SELF, _WARNINGS) and "<frozen" not in fn:
+                first = frame
             frame = frame.f_back
-        return (self._fmt(fallback) if fallback is not None else "<unknown>"), False, None
+        if first is None:
+            return UNKNOWN, False, None
+        prefix = HARNESS if _real(first.f_code.co_filename).startswith(_VALIDATORS) else OUTSIDE
+        return f"{prefix}{self._fmt(first)}", False, None
 
     @staticmethod
     def _fmt(frame) -> str:

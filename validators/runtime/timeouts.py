@@ -11,8 +11,11 @@ Three stages, each only if the previous one did not end the model work:
    (``PyThreadState_SetAsyncExc``). The handler is installed for the deadline only and hands signals it did not
    cause to the previous handler, so pytest-timeout's SIGALRM keeps working;
 3. last resort ``kill_after`` seconds later (a C call that holds the GIL or retries on EINTR): ``faulthandler``
-   (a C thread that needs no GIL) prints every thread's stack to stderr and ends the process. Under
-   pytest-xdist only that worker dies: xdist reports its check as crashed and the suite goes on.
+   (a C thread that needs no GIL) writes every thread's stack and ends the process. It writes them to the file
+   :func:`dump_stacks_to` names (the validators give each check process one in the run folder), not to stderr,
+   which pytest captures and loses with the process: the results gathering puts that stack into the check's failure.
+   Under pytest-xdist only that worker dies and xdist reports its check as crashed; a single pytest process dies,
+   and the results are written by the watcher of :mod:`omnitts.validators.runtime.results`.
 """
 
 from __future__ import annotations
@@ -20,14 +23,40 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import faulthandler
+import os
 import signal
 import sys
 import threading
 import traceback
+from pathlib import Path
 
 _local = threading.local()
 SIGNAL = signal.SIGALRM
-KILL_AFTER = 20.0  # seconds after the hard stop before the process is ended
+# seconds after the hard stop before the process is ended (OMNITTS_KILL_AFTER: shorter in omnitts's own tests)
+KILL_AFTER = float(os.environ.get("OMNITTS_KILL_AFTER") or 20.0)
+_stack_file: list = []  # the open file faulthandler writes to (kept open: faulthandler holds only its descriptor)
+
+
+def dump_stacks_to(path: Path | None) -> None:
+    """From now on faulthandler writes this process's stacks to ``path`` when it ends it (the last resort above) or
+    when the process crashes (a segfault in native code); None: back to stderr."""
+    while _stack_file:
+        with contextlib.suppress(OSError, ValueError, RuntimeError):
+            faulthandler.disable()
+            _stack_file.pop().close()
+    if path is None:
+        if sys.__stderr__ is not None:
+            faulthandler.enable(file=sys.__stderr__, all_threads=True)
+        return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "w", encoding="utf-8")  # noqa: SIM115 - open for the rest of the process
+    _stack_file.append(f)
+    faulthandler.enable(file=f, all_threads=True)
+
+
+def _dump_target():
+    return _stack_file[-1] if _stack_file else sys.__stderr__
 
 
 class CheckTimeout(BaseException):  # not Exception: a model's `except Exception` must not swallow it
@@ -115,9 +144,10 @@ def deadline(seconds: float | None, what: str = "check", grace: float = 2.0, kil
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target), ctypes.py_object(exc))
 
     armed = False
-    if outermost and kill_after > 0 and sys.__stderr__ is not None:
+    target_file = _dump_target()
+    if outermost and kill_after > 0 and target_file is not None:
         try:
-            faulthandler.dump_traceback_later(seconds + grace + kill_after, exit=True, file=sys.__stderr__)
+            faulthandler.dump_traceback_later(seconds + grace + kill_after, exit=True, file=target_file)
             armed = True
         except (ValueError, RuntimeError, OSError, AttributeError):  # no usable stderr: no last resort
             pass

@@ -9,10 +9,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from omnitts.knowledge.treefacts import PKG, TreeContext, facts_for, find_model_root, find_root
-from omnitts.validators.static import engine
+from omnitts.validators.static import linter
 from omnitts.validators.static.baseline import Coverage
-from omnitts.validators.static.engine import LintResult, UsageError
 from omnitts.validators.static.finding import Finding
+from omnitts.validators.static.linter import LintResult, UsageError
 
 
 class LintError(RuntimeError):
@@ -86,7 +86,7 @@ def run(
     def rules():
         # Rule modules are imported only when some file (or the tree) misses the cache.
         if not loaded:
-            loaded.append(engine.select_rules(select))
+            loaded.append(linter.select_rules(select))
         return loaded[0]
 
     paths = [Path(p) for p in paths]
@@ -107,15 +107,15 @@ def run(
     model_root = find_model_root(start) if tree_root is None else None
     base = _abs(root) if root else (tree_root or model_root)
     facts = facts_for(tree_root)
-    files = [] if tree_only else engine.discover(paths)
-    items = engine.read_items(files, base)
+    files = [] if tree_only else linter.discover(paths)
+    items = linter.read_items(files, base)
 
     cache = None
     if use_cache:
         from omnitts.validators.static.cache import Cache
 
         sel = ",".join(sorted(select)) if select else "ALL"
-        key = hashlib.blake2b(f"{engine.rules_version()}|{sel}|{facts.key()}".encode(), digest_size=10).hexdigest()
+        key = hashlib.blake2b(f"{linter.rules_version()}|{sel}|{facts.key()}".encode(), digest_size=10).hexdigest()
         cache = Cache(key)
     # Tree-scope rules: the whole tree (integration hook, full scans) or the config files named.
     # They run in this process while the workers lint the files.
@@ -141,7 +141,7 @@ def run(
             def background():
                 tree_results.append(_tree_rules_cached(ctx, rules, cache))
 
-    res = engine.run_file_rules(items, facts, rules, jobs, cache, background=background)
+    res = linter.run_file_rules(items, facts, rules, jobs, cache, background=background)
     res.missing = missing
     res.tree_ran = bool(tree_results)
     # How many rules the run applies, for the summary line; a warm run imports no rule module, so the
@@ -199,13 +199,13 @@ def _run_changed(changed: list[str], *, select, root, use_cache: bool) -> LintRe
 def _tree_rules_cached(ctx: TreeContext, rules, cache) -> LintResult:
     """Tree-scope rules, cached by a digest of every tree input they read."""
     if cache is None:
-        return engine.run_tree_rules(ctx, [r for r in rules() if r.scope == "tree"])
+        return linter.run_tree_rules(ctx, [r for r in rules() if r.scope == "tree"])
     key = f"tree:{ctx.root}"
     digest = _tree_digest(ctx)
     hit = cache.entries.get(key)
     if hit is not None and hit[0] == digest and len(hit) == 3:
         return LintResult(findings=list(hit[1]), errors=list(hit[2]))
-    res = engine.run_tree_rules(ctx, [r for r in rules() if r.scope == "tree"])
+    res = linter.run_tree_rules(ctx, [r for r in rules() if r.scope == "tree"])
     if not res.errors:
         cache.entries[key] = (digest, res.findings, [])
         cache.dirty = True

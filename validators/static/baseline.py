@@ -68,12 +68,12 @@ class Coverage:
     select: list[str] | None = None
 
     def covers(self, entry: Entry, base: Path) -> bool:
-        from omnitts.validators.static import engine
+        from omnitts.validators.static import linter
 
-        rule = engine.all_rules().get(entry.rule)
+        rule = linter.all_rules().get(entry.rule)
         if rule is None:
             return True  # an unknown rule id: judged (and reported stale) rather than kept silently
-        if self.select is not None and entry.rule not in {r.id for r in engine.select_rules(self.select)}:
+        if self.select is not None and entry.rule not in {r.id for r in linter.select_rules(self.select)}:
             return False
         path = Path(os.path.abspath(base / entry.path))
         if rule.scope == "tree":

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from omnitts.validators.cli_io import emit, quiet_on_closed_pipe
+from omnitts.console.cli_io import emit, quiet_on_closed_pipe
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         raise
     except Exception as exc:  # fail closed, loudly
         from omnitts.validators.static.baseline import BaselineError
-        from omnitts.validators.static.engine import UsageError
+        from omnitts.validators.static.linter import UsageError
 
         if isinstance(exc, (UsageError, BaselineError)):
             print(f"omnitts-lint: error: {exc}", file=sys.stderr)
@@ -112,18 +112,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    from omnitts.validators.static import engine
+    from omnitts.validators.static import linter
 
     if args.list_rules:
         emit(
             "".join(
                 f"{rid:14} {rule.invariant:5} {rule.severity:8} {rule.summary()}\n"
-                for rid, rule in sorted(engine.all_rules().items())
+                for rid, rule in sorted(linter.all_rules().items())
             )
         )
         return EXIT_OK
     if args.rule:
-        rules = engine.all_rules()
+        rules = linter.all_rules()
         if args.rule not in rules:
             print(f"omnitts-lint: error: unknown rule {args.rule!r} (see --list-rules)", file=sys.stderr)
             return EXIT_USAGE
@@ -180,7 +180,9 @@ def _run(args) -> int:
         None
         if args.no_baseline or args.write_baseline
         else (
-            Path(args.baseline) if args.baseline else baseline.find_default(Path(_first_existing(args.paths)).resolve())
+            Path(args.baseline)
+            if args.baseline
+            else baseline.find_default(Path(os.path.realpath(_first_existing(args.paths))))  # loops: no error
         )
     )
     if args.shrink_baseline and bl_path is None:
@@ -210,7 +212,7 @@ def _run(args) -> int:
             print(f"omnitts-lint: {outcome.baselined} finding(s) accepted by {bl_path}", file=sys.stderr)
 
     # Rule metadata only for SARIF: a cached run of the other formats imports no rule module.
-    report = formats.render(findings, args.format, engine.all_rules() if args.format == "sarif" else None)
+    report = formats.render(findings, args.format, linter.all_rules() if args.format == "sarif" else None)
     if args.output:
         Path(args.output).write_text(report, encoding="utf-8")
     else:
@@ -257,7 +259,7 @@ def _first_existing(paths: list[str]) -> str:
 
 
 def _scanned_files(paths: list[str], missing: list[str]) -> list[Path]:
-    from omnitts.validators.static.engine import discover
+    from omnitts.validators.static.linter import discover
 
     return discover([Path(p) for p in paths if p not in missing], [])
 

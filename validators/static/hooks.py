@@ -1,9 +1,6 @@
 """Which functions of a file the runner drives once per request per step, beyond the loops the
-module index sees: the per-request hooks and the helpers they reach.
-
-- `postprocess` (and `<stage>_postprocess` helpers it dispatches to) runs once for every scheduled
-  request after every forward: its whole body is per request per step.
-- `talker_mtp` runs once per decode step (the runner's MTP hook).
+module index sees: the per-request hooks (the knowledge layer's ``per_step_hooks`` with
+``per == "request"``: ``preprocess``, ``postprocess``) and the helpers they reach.
 
 Not here: stage-input processors' `*_async_chunk` functions. They run per request per step too, but
 in the scheduler process on the runner's pooler output, which reached it serialized on the host
@@ -16,22 +13,18 @@ re-parsing), so it stays linear in the number of calls.
 
 from __future__ import annotations
 
-import re
-
 from omnitts.validators.static.index import ModuleIndex
-
-PER_REQUEST_HOOK = re.compile(r"^(?:\w+_)?postprocess$")
-PER_STEP_HOOKS = frozenset({"talker_mtp"})
 
 
 def per_request_entries(index: ModuleIndex) -> set[str]:
-    """Qualnames whose whole body runs per request per step (the hooks themselves)."""
-    return {fn.qualname for fn in index.functions.values() if fn.cls is not None and PER_REQUEST_HOOK.match(fn.name)}
-
-
-def per_step_entries(index: ModuleIndex) -> set[str]:
-    """Per-step runner hooks the index does not list as entries."""
-    return {fn.qualname for fn in index.functions.values() if fn.cls is not None and fn.name in PER_STEP_HOOKS}
+    """Qualnames whose whole body runs per request per step (the per-request hooks themselves); `preprocess`
+    mixes prefill-only work in, so only hooks without it count."""
+    out = set()
+    for fn in index.functions.values():
+        hook = index.hook(fn)
+        if hook is not None and hook.per == "request" and not hook.prefill_work:
+            out.add(fn.qualname)
+    return out
 
 
 def closure(index: ModuleIndex, seeds: set[str]) -> set[str]:
@@ -55,7 +48,6 @@ def extra_hot(src) -> tuple[set[str], set[str]]:
     if cached is None:
         index = src.index
         hot = closure(index, per_request_entries(index))
-        step = closure(index, per_step_entries(index)) | hot
-        cached = (step, hot)
+        cached = (hot, hot)  # the per-step hooks themselves are the index's entries
         src.__dict__["_hooks"] = cached
     return cached

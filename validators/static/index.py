@@ -1,7 +1,8 @@
 """Per-module index shared by the model rules: classes, functions, in-file call graph, and which
 code runs per step (hot) — built once per file, only for files a model rule looks at.
 
-Hotness: a *per-step* function is a model hook (``forward``, ``make_omni_output``, ...) or anything
+Hotness: a *per-step* function is a method the target release's runner calls on every step (the
+knowledge layer's ``per_step_hooks``: ``forward``, ``compute_logits``, ``talker_mtp``, ...) or anything
 it calls, in this file; every loop in a per-step function is a hot loop (per-request loops, AR
 decode, solver and vocoder loops); a function called from a hot loop is hot in its whole body.
 Calls under a run-once guard (``if self._x is None:``, ``if key not in self._cache:``, CUDA-graph
@@ -16,12 +17,14 @@ import re
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import chain
+
+from omnitts.knowledge.runner import HOOK_REGISTRARS, StepHook, per_step_hooks
 
 _CALLED = re.compile(r"(\w+)\s*\(")
 _PLAIN_CALL = re.compile(r"(?<![.\w])(\w+)\s*\(")
 _SELF_CALL = re.compile(r"\bself\.(\w+)\s*\(")
 _SELF_ATTR_CALL = re.compile(r"\bself\.(\w+)\.(\w+)\s*\(")
-PER_STEP_ENTRIES = frozenset({"forward", "make_omni_output", "compute_logits", "preprocess", "postprocess", "sample"})
 FUNC_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
 _DEBUG_NAME = re.compile(r"debug|verbose|profil|trace|isEnabledFor|_log_|logging", re.I)
@@ -89,6 +92,8 @@ def _sampled(test: ast.AST) -> bool:
 def _run_once(test: ast.AST) -> bool:
     if _guard_atom(test) or _sampled(test):
         return True
+    if isinstance(test, ast.Attribute) and test.attr == "training" and dotted(test) == "self.training":
+        return True  # training-only (dropout, codebook refresh): a served model is in eval mode
     if isinstance(test, ast.BoolOp):
         return any(is_run_once_test(v) for v in test.values)  # `a and self._x is None`: still once
     for n in walk(test):
@@ -327,6 +332,8 @@ class ClassInfo:
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+# The same fields, each with whether it is a list that may hold non-nodes (see _MIXED_LIST_FIELDS).
+_FIELD_KINDS: dict[type, tuple[tuple[str, bool], ...]] = {}
 # Fields that only hold context/operator singletons (Load, Store, Add, Eq, ...) or plain values.
 _NO_CHILD_FIELDS = {
     "ctx",
@@ -346,37 +353,57 @@ _NO_CHILD_FIELDS = {
     "lineno",
     "col_offset",
 }
+# List fields that may hold something other than nodes (None, names as strings); every other list field
+# holds nodes only and is copied without a test per element.
+_MIXED_LIST_FIELDS = {"keys", "kw_defaults", "names", "kwd_attrs"}
 
 
 def children(n: ast.AST) -> list[ast.AST]:
     """ast.iter_child_nodes without the generator overhead and without the Load/Store/operator
     singletons every expression carries (hot path of every walk)."""
     t = type(n)
-    fields = _FIELDS.get(t)
+    fields = _FIELD_KINDS.get(t)
     if fields is None:
         skip = set(_NO_CHILD_FIELDS)
         if t is ast.Constant:
             skip.add("value")
-        fields = _FIELDS[t] = tuple(f for f in t._fields if f not in skip)
+        _FIELDS[t] = tuple(f for f in t._fields if f not in skip)
+        fields = _FIELD_KINDS[t] = tuple((f, f in _MIXED_LIST_FIELDS) for f in _FIELDS[t])
     out = []
-    for f in fields:
+    for f, mixed in fields:
         v = getattr(n, f, None)
         if v is None:
             continue
         if type(v) is list:
-            out.extend(x for x in v if isinstance(x, ast.AST))
+            if mixed:
+                out.extend([x for x in v if isinstance(x, ast.AST)])
+            else:
+                out += v
         elif isinstance(v, ast.AST):
             out.append(v)
     return out
 
 
 def walk(node: ast.AST) -> Iterator[ast.AST]:
-    """ast.walk, faster (no generator per node); order is depth-first, not breadth-first."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(children(n))
+    """ast.walk, faster (no generator per node); order is depth-first, not breadth-first. The rules walk the
+    same statements and expressions several times each (every analysis reads the calls, names and attributes
+    of every function), so a node's descendants are listed once and kept on it."""
+    return chain((node,), descendants(node))
+
+
+def descendants(node: ast.AST) -> list[ast.AST]:
+    """Every node under ``node`` (not itself: a list holding its owner would be a reference cycle), in
+    walk's order; memoized on the node, so it must not be mutated by the caller."""
+    out = node.__dict__.get("_omni_desc")
+    if out is None:
+        out = []
+        stack = children(node)
+        while stack:
+            n = stack.pop()
+            out.append(n)
+            stack.extend(children(n))
+        node._omni_desc = out
+    return out
 
 
 def walk_expr(node: ast.AST, in_loop: bool = False) -> Iterator[tuple[ast.AST, bool]]:
@@ -481,6 +508,9 @@ def iter_stmts(body: list[ast.stmt], ctx: Ctx | None = None) -> Iterator[tuple[a
             blocks = child_blocks(stmt)
             if not blocks:
                 continue
+            if type(stmt) is ast.If and not ctx.guarded and _done_guard(stmt):
+                # `if self._initialized: return`: what follows in this block runs once (lazy initialisation)
+                stack[-1] = (it, Ctx(ctx.loops, True, ctx.error_path))
             subs = []
             for block, role in blocks:
                 sub = ctx
@@ -499,6 +529,18 @@ def iter_stmts(body: list[ast.stmt], ctx: Ctx | None = None) -> Iterator[tuple[a
             stack.pop()
 
 
+def _done_guard(stmt: ast.If) -> bool:
+    """`if self._inited: return` (a model attribute's truth, an immediate return, no else)."""
+    t = stmt.test
+    return (
+        not stmt.orelse
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], ast.Return)
+        and isinstance(t, ast.Attribute)
+        and dotted(t).startswith("self.")
+    )
+
+
 def _cached(fn: ast.AST) -> bool:
     return any(dotted(d.func if isinstance(d, ast.Call) else d) in _CACHE_DECORATORS for d in fn.decorator_list)
 
@@ -509,9 +551,13 @@ class ModuleIndex:
         tree: ast.Module,
         lines: list[str] | None = None,
         extra_entries: frozenset[tuple[str, str, bool]] = frozenset(),
+        release: str | None = None,
     ) -> None:
         self.tree = tree
         self._lines = lines
+        # The methods the target release's runner calls every step (every release's when none is known).
+        self.hooks: dict[str, StepHook] = per_step_hooks(release)
+        self._registered: dict[str, str] | None = None
         # (class or "", function, hot): functions another file of the package calls per step.
         self.extra_entries = extra_entries
         self.classes: dict[str, ClassInfo] = {}
@@ -665,7 +711,7 @@ class ModuleIndex:
     def _hotness(self) -> tuple[set[str], set[str]]:
         per_step: set[str] = set()
         hot: set[str] = set()
-        work = [f for f in self.functions.values() if f.cls and f.name in PER_STEP_ENTRIES and not _cached(f.node)]
+        work = [f for f in self.functions.values() if self.hook(f) is not None and not _cached(f.node)]
         hot_work: list[FuncInfo] = []
         for cls, name, is_hot in sorted(self.extra_entries):
             fn = self.method(cls, name) if cls else self.module_funcs.get(name)
@@ -735,10 +781,50 @@ class ModuleIndex:
                         target = (cname, cname, "forward")
                 # Hooks (forward, ...) are entry points in their own file already; only helpers a sibling
                 # drives per step (`self.flow_head.solve(...)`) become extra entries there.
-                if target is not None and target[2] not in PER_STEP_ENTRIES:
+                if target is not None and target[2] not in self.hooks:
                     module, level = imports[target[0]]
                     out.add((module, level, target[1], target[2], fn_hot or in_loop))
         return sorted(out)
+
+    def hook(self, fn: FuncInfo) -> StepHook | None:
+        """The runner hook a method is: a method named like a per-step hook, or one the class installs as
+        one (`self.set_custom_postprocess(self.talker_postprocess)`, `self.postprocess = self.fn`)."""
+        if fn.cls is None:
+            return None
+        hook = self.hooks.get(fn.name)
+        if hook is None:
+            name = self.registered().get(fn.qualname)
+            hook = self.hooks.get(name) if name else None
+        return hook
+
+    def registered(self) -> dict[str, str]:
+        """qualname -> hook name for methods a class installs as a runner hook."""
+        if self._registered is None:
+            self._registered = {}
+            text = "\n".join(self._lines) if self._lines is not None else None
+            if text is None or "set_custom_" in text or any(f"self.{h} =" in text for h in self.hooks):
+                for cls in self.classes.values():
+                    for fn in cls.methods.values():
+                        for stmt, _ctx in iter_stmts(fn.node.body):
+                            self._register(cls, stmt)
+        return self._registered
+
+    def _register(self, cls: ClassInfo, stmt: ast.stmt) -> None:
+        target, value = None, None
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and stmt.value.args:
+            name = dotted(stmt.value.func)
+            if name.startswith("self.") and name[5:] in HOOK_REGISTRARS:
+                target, value = HOOK_REGISTRARS[name[5:]], stmt.value.args[0]
+        elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            attr = is_self_attr(stmt.targets[0])
+            if attr in self.hooks:
+                target, value = attr, stmt.value
+        if target is None or target not in self.hooks:
+            return
+        meth = is_self_attr(value)
+        fn = self.method(cls.name, meth) if meth else None
+        if fn is not None:
+            self._registered[fn.qualname] = target
 
     def symbol_at(self, line: int) -> str:
         best, size = "<module>", 1 << 30

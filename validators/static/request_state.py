@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from omnitts.knowledge.treefacts import ID_KEYS
-from omnitts.validators.static.batch import per_request_lists
+from omnitts.validators.static.batch import request_facts
 from omnitts.validators.static.index import FUNC_TYPES, ClassInfo, FuncInfo, dotted, is_self_attr, iter_stmts, walk
 from omnitts.validators.static.source import SourceFile
 from omnitts.validators.static.tensors import bind_args
@@ -142,7 +142,7 @@ class ClassState:
         for stmt, _ctx in iter_stmts(fn.node.body):
             if isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Tuple):
                 # `for key, span in pending:` over the requests of the batch: the key is the request's.
-                lists = per_request_lists(fn.node) if lists is None else lists
+                lists = request_facts(self.src).any_function(fn) if lists is None else lists
                 if isinstance(stmt.iter, ast.Name) and stmt.iter.id in lists:
                     for e in stmt.target.elts:
                         if isinstance(e, ast.Name):
@@ -210,12 +210,24 @@ class ClassState:
             )
             for n in walk(fn.node)
         )
-        for stmt, _ctx in iter_stmts(fn.node.body):
+        # `state = self._state; state.pop(rid)`: a local bound to one of the dicts is that dict (the
+        # same object), for inserts and frees alike.
+        aliases = self._local_aliases(fn)
+
+        def dict_of(node: ast.AST) -> str | None:
+            if isinstance(node, ast.Name):
+                a = aliases.get(node.id)
+                return a if isinstance(a, str) else None
+            return is_self_attr(node)
+
+        # Closures defined in the method run as part of it (a free or insert there is the method's).
+        bodies = [fn.node.body] + [n.body for n in walk(fn.node) if isinstance(n, FUNC_TYPES) and n is not fn.node]
+        for stmt, _ctx in (pair for body in bodies for pair in iter_stmts(body)):
             if isinstance(stmt, FUNC_TYPES):
                 continue
             if isinstance(stmt, ast.Assign):
                 for t in stmt.targets:
-                    if isinstance(t, ast.Subscript) and (d := is_self_attr(t.value)) in self.ops:
+                    if isinstance(t, ast.Subscript) and (d := dict_of(t.value)) in self.ops:
                         env = env if env is not None else self.env(fn)
                         self.ops[d].inserts.append((fn, stmt, t.slice, self._key_sources(t.slice, env)))
                     elif (
@@ -226,17 +238,20 @@ class ClassState:
                         self.ops[d].frees.append((fn, stmt))
             elif isinstance(stmt, ast.Delete):
                 for t in stmt.targets:
-                    if isinstance(t, ast.Subscript) and (d := is_self_attr(t.value)) in self.ops:
+                    if isinstance(t, ast.Subscript) and (d := dict_of(t.value)) in self.ops:
                         self.ops[d].frees.append((fn, stmt))
             for expr in own_exprs(stmt):
                 for n in walk(expr):
                     if type(n) is not ast.Call:
                         continue
-                    if isinstance(n.func, ast.Attribute):
-                        d = is_self_attr(n.func.value)
+                    func = n.func
+                    if isinstance(func, ast.Name) and func.id in aliases:
+                        func = aliases[func.id]  # `pop = self._state.pop; pop(rid)`
+                    if isinstance(func, ast.Attribute):
+                        d = dict_of(func.value)
                         if d not in self.ops:
                             continue
-                        m = n.func.attr
+                        m = func.attr
                         if m in ("pop", "clear"):
                             self.ops[d].frees.append((fn, n))
                             if sweep:
@@ -249,6 +264,48 @@ class ClassState:
                             self.ops[d].inserts.append((fn, n, n.args[0], self._key_sources(n.args[0], env)))
                     elif dotted(n.func) == "len" and n.args and is_self_attr(n.args[0]) in self.ops:
                         self.ops[is_self_attr(n.args[0])].bounded = True
+
+    def _local_aliases(self, fn: FuncInfo) -> dict[str, str | ast.Attribute]:
+        """Locals bound exactly once in ``fn`` to ``self.<dict>`` (name -> the dict attribute) or to one of
+        its bound methods (name -> the ``self.<dict>.<method>`` expression)."""
+        bound: dict[str, list[ast.AST | None]] = {}
+
+        def bind(target: ast.AST | None, value: ast.AST | None) -> None:
+            if isinstance(target, ast.Name):
+                bound.setdefault(target.id, []).append(value)
+            elif isinstance(target, ast.Tuple | ast.List):
+                for e in target.elts:
+                    bind(e, None)
+            elif isinstance(target, ast.Starred):
+                bind(target.value, None)
+
+        for n in walk(fn.node):
+            if isinstance(n, ast.Assign):
+                for t in n.targets:
+                    bind(t, n.value)
+            elif isinstance(n, ast.AugAssign | ast.AnnAssign | ast.For | ast.NamedExpr | ast.comprehension):
+                bind(n.target, None)
+            elif isinstance(n, ast.With):
+                for i in n.items:
+                    bind(i.optional_vars, None)
+        once = {name: values[0] for name, values in bound.items() if len(values) == 1 and values[0] is not None}
+        out: dict = {}
+        changed = True
+        while changed:  # aliases of aliases (`a = self._state; b = a`)
+            changed = False
+            for name, v in once.items():
+                if name in out:
+                    continue
+                if isinstance(v, ast.Name) and isinstance(out.get(v.id), str):
+                    out[name] = out[v.id]
+                elif is_self_attr(v) in self.ops:
+                    out[name] = is_self_attr(v)
+                elif isinstance(v, ast.Attribute) and is_self_attr(v.value) in self.ops:
+                    out[name] = v  # a bound method of the dict: calls through the name are calls of it
+                else:
+                    continue
+                changed = True
+        return out
 
     def _key_sources(self, key: ast.AST, env: dict[str, set[str]]) -> set[str]:
         srcs = self.idev.sources(key, env)

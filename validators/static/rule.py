@@ -80,6 +80,8 @@ class Rule:
     fixable: ClassVar[bool] = False
     VALID: ClassVar[list[Valid]] = []
     INVALID: ClassVar[list[Invalid]] = []
+    # The pull requests / issues that motivate the rule (rendered in docs/rules.md).
+    motivation: ClassVar[str] = ""
 
     def check(self, src: SourceFile) -> Iterator[Report]:
         return iter(())
@@ -116,7 +118,7 @@ REGISTRY: dict[str, type[Rule]] = {}
 
 def register(cls: type[Rule]) -> type[Rule]:
     """Class decorator: validates the rule's metadata at import time (fail early, fail closed)."""
-    if not re.fullmatch(r"OMNI-(I[1-5]|INT|META)-\d{3}", cls.id):
+    if not re.fullmatch(r"OMNI-(I[1-5]|INT|REF|META)-\d{3}", cls.id):
         raise ValueError(f"{cls.__name__}: bad rule id {cls.id!r}")
     if cls.id in REGISTRY:
         raise ValueError(f"duplicate rule id {cls.id}")

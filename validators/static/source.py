@@ -72,7 +72,7 @@ class SourceFile:
     def index(self):
         from omnitts.validators.static.index import ModuleIndex
 
-        return ModuleIndex(self.tree, self.lines, self.extra_entries)
+        return ModuleIndex(self.tree, self.lines, self.extra_entries, release=self.facts.version)
 
     def node_text(self, node: ast.AST) -> str:
         """Source lines a node spans (cached): the cheap textual prefilter rules run per function."""

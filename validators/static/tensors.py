@@ -2,8 +2,17 @@
 array, or a plain Python value — enough to tell a host sync from a host-side computation.
 
 Kinds: ``dev`` (torch tensor, device not known to be the CPU), ``cpu`` (torch tensor known on the
-CPU), ``nd`` (NumPy), ``py`` (Python value), ``unk``. ``host`` joins cpu/nd/py. Factories without
-``device=`` inside forward create CPU tensors; tensors created in ``__init__`` follow the module.
+CPU), ``copy`` (a CPU tensor this step copied off the device), ``nd`` (NumPy), ``py`` (Python value),
+``info`` (a per-request payload from the runner), ``smeta`` (vLLM's SamplingMetadata, whose fields
+are device tensors), ``unk``. ``host`` joins cpu/copy/nd/py. Factories without ``device=`` inside
+forward create CPU tensors; tensors created in ``__init__`` follow the module.
+
+What a value is follows the data, not its name: assignments and aliases, dict values stored under a
+constant key (``d = {"codes": t}``, ``d["codes"] = t``, then ``d["codes"]``/``d.get("codes")``), the
+parameters of the runner hooks (the knowledge layer's ``per_step_hooks``: device arguments, the
+per-request lists, SamplingMetadata), call-site arguments of in-file helpers, and what in-file
+functions return. Names only help for attributes of objects this file does not define (vLLM's
+``input_batch.num_tokens_cpu``) and for the runner's own keyword names.
 """
 
 from __future__ import annotations
@@ -14,7 +23,6 @@ from collections.abc import Iterator
 
 from omnitts.validators.static.index import (
     FUNC_TYPES,
-    PER_STEP_ENTRIES,
     ClassInfo,
     Ctx,
     ModuleIndex,
@@ -27,18 +35,17 @@ from omnitts.validators.static.index import (
 )
 
 DEV, CPU, ND, PY, UNK, HOST, INFO = "dev", "cpu", "nd", "py", "unk", "host", "info"
-# INFO: a per-request dict/list from the runner (runtime_additional_information, info_dict, **kwargs)
+COPY, SMETA = "copy", "smeta"
+# INFO: a per-request dict/list from the runner (runtime_additional_information, **kwargs of a hook)
 # or anything read out of one; the runner keeps those payloads on the CPU ("additional_information_cpu").
-HOST_KINDS = frozenset({CPU, ND, PY, HOST, INFO})
-INFO_NAMES = frozenset(
-    """runtime_additional_information model_intermediate_buffer additional_information info_dict info infos
-    req_infos req_info runtime_info runtime_infos request_info request_infos info_dicts meta metadata""".split()
-)
+HOST_KINDS = frozenset({CPU, COPY, ND, PY, HOST, INFO})
+# The runner's own keywords for per-request payloads (knowledge/runner.py: buffer_kwargs, req_infos).
+INFO_NAMES = frozenset("runtime_additional_information model_intermediate_buffer additional_information".split())
 SAMPLING_TENSORS = frozenset(
     "temperature top_p top_k min_p frequency_penalties presence_penalties repetition_penalties".split()
 )
 DICT_METHODS = frozenset("get pop setdefault items values keys copy".split())
-TENSOR_KINDS = frozenset({DEV, CPU})
+TENSOR_KINDS = frozenset({DEV, CPU, COPY})
 
 TORCH_MODULES = ("torch", "torch.nn.functional", "F", "torch.linalg", "torch.fft", "torch.special", "nn.functional")
 TORCH_NON_TENSOR = frozenset(
@@ -82,6 +89,8 @@ _COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 def join(a: str, b: str) -> str:
     if a == b:
         return a
+    if {a, b} == {COPY, CPU}:
+        return CPU
     if {a, b} == {INFO, PY}:
         return INFO  # `info = infos[i] if i < n else {}`
     if a in HOST_KINDS and b in HOST_KINDS:
@@ -129,6 +138,8 @@ def _annotation_kind(ann: ast.AST | None) -> str:
         return UNK
     # `x: torch.Tensor` / `n: int`: a dotted name unparses to itself (ast.unparse is the cost otherwise).
     text = dotted(ann) or ast.unparse(ann)
+    if "SamplingMetadata" in text:
+        return SMETA
     if "Tensor" in text and "list" not in text.lower() and "dict" not in text.lower() and "tuple" not in text.lower():
         return DEV
     words = set(re.findall(r"[A-Za-z_]\w*", text))
@@ -138,6 +149,8 @@ def _annotation_kind(ann: ast.AST | None) -> str:
 
 
 def name_hint(name: str) -> str | None:
+    """What an attribute of an object this file does not define says it is (vLLM's `*_cpu` fields), or
+    the runner's own payload keywords."""
     if name in INFO_NAMES:
         return INFO
     low = name.lower()
@@ -146,12 +159,55 @@ def name_hint(name: str) -> str | None:
     return None
 
 
+def dict_key(node: ast.AST) -> str | None:
+    """The environment slot of a dict value under a constant key: `d["k"]` / `d.get("k")` -> `d['k']`."""
+    if isinstance(node, ast.Subscript):
+        base, key = node.value, node.slice
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+        base, key = node.func.value, node.args[0]
+    else:
+        return None
+    if isinstance(base, ast.Name) and isinstance(key, ast.Constant) and isinstance(key.value, str):
+        return f"{base.id}[{key.value!r}]"
+    return None
+
+
+_RETURNS = "_omni_return_kinds"
+_RETURN_DEPTH = [0]
+
+
+def return_kind(index: ModuleIndex, fn) -> str:
+    """The join of what an in-file function returns (context-free: its parameters as the runner contract,
+    annotations and defaults say), cached on the index; generators and recursion give ``unk``."""
+    cache = index.__dict__.setdefault(_RETURNS, {})
+    hit = cache.get(fn.qualname)
+    if hit is not None:
+        return hit
+    if fn.is_generator or _RETURN_DEPTH[0] >= 3:
+        return UNK
+    cache[fn.qualname] = UNK  # recursion
+    _RETURN_DEPTH[0] += 1
+    try:
+        walker = _ReturnWalker(index, fn.node, index.class_of(fn), False, None, fn)
+        walker.silent = True
+        walker.run()
+        kinds = walker.kinds
+    finally:
+        _RETURN_DEPTH[0] -= 1
+    out = kinds[0] if kinds else PY
+    for k in kinds[1:]:
+        out = join(out, k)
+    cache[fn.qualname] = out
+    return out
+
+
 class KindEval:
     """Evaluates kinds of expressions under an environment (name -> kind)."""
 
-    def __init__(self, index: ModuleIndex, cls: ClassInfo | None) -> None:
+    def __init__(self, index: ModuleIndex, cls: ClassInfo | None, fn_info=None) -> None:
         self.index = index
         self.cls = cls
+        self.fn_info = fn_info  # the function being walked: resolves `self.m(...)` to its return kind
         self._attr_cache: dict[str, str] = {}
 
     def self_attr_kind(self, attr: str) -> str:
@@ -204,7 +260,7 @@ class KindEval:
             known = env.get(node.id)
             if known is not None:
                 return known
-            return name_hint(node.id) or UNK
+            return INFO if node.id in INFO_NAMES else UNK
         if isinstance(node, ast.Attribute):
             if node.attr in SIZE_ATTRS:
                 return PY
@@ -213,14 +269,21 @@ class KindEval:
             attr = is_self_attr(node)
             if attr is not None:
                 return self.self_attr_kind(attr)
-            if self.kind(env, node.value) == INFO:
+            base = self.kind(env, node.value)
+            if base == INFO:
                 return INFO  # a field of a payload struct (to_struct(info).meta.x)
-            if node.attr in SAMPLING_TENSORS and dotted(node.value).endswith("sampling_metadata"):
-                return DEV  # vLLM's SamplingMetadata keeps its per-request parameters on the device
+            if base == SMETA:
+                # vLLM's SamplingMetadata keeps its per-request parameters on the device
+                return DEV if node.attr in SAMPLING_TENSORS else UNK
             return name_hint(node.attr) or UNK
         if isinstance(node, ast.Subscript):
+            key = dict_key(node)
+            if key is not None:
+                known = env.get(key)
+                if known is not None:
+                    return known
             base = self.kind(env, node.value)
-            return base if base in (DEV, CPU, ND, INFO) else UNK
+            return base if base in (DEV, CPU, COPY, ND, INFO) else UNK
         if isinstance(node, ast.BinOp):
             return self._combine([self.kind(env, node.left), self.kind(env, node.right)])
         if isinstance(node, ast.UnaryOp):
@@ -259,11 +322,12 @@ class KindEval:
         name = dotted(func)
         if isinstance(func, ast.Name):
             if (
-                func.id in ("list", "tuple", "dict", "sorted", "reversed")
+                func.id in ("list", "tuple", "dict", "sorted", "reversed", "enumerate", "zip", "iter")
                 and node.args
-                and self.kind(env, node.args[0]) == INFO
+                and any(self.kind(env, a) == INFO for a in node.args)
+                and all(self.kind(env, a) in HOST_KINDS for a in node.args)
             ):
-                return INFO
+                return INFO  # the payload list, reordered or numbered: still host-side payloads
             if func.id in (
                 "len",
                 "int",
@@ -294,7 +358,7 @@ class KindEval:
             kinds = [self.kind(env, a) for a in [*node.args, *(k.value for k in node.keywords)]]
             if INFO in kinds and all(k in HOST_KINDS for k in kinds):
                 return INFO  # to_struct(info), _pick(info, "key"): host-side views of the payload
-            return UNK
+            return self._returns(node)
         if not isinstance(func, ast.Attribute):
             return UNK
         mod, _, fname = name.rpartition(".")
@@ -313,12 +377,14 @@ class KindEval:
             return ND
         recv = func.value
         m = func.attr
+        if m == "get" and (key := dict_key(node)) is not None and (known := env.get(key)) is not None:
+            return known
         if m in DICT_METHODS and self.kind(env, recv) in (INFO, HOST):
             return INFO
         if m in ("item", "tolist"):
             return PY
         if m == "cpu":
-            return CPU
+            return CPU if self.kind(env, recv) in HOST_KINDS else COPY
         if m == "numpy":
             return ND
         if m == "cuda":
@@ -326,7 +392,7 @@ class KindEval:
         if m == "to":
             args = list(node.args) + [k.value for k in node.keywords if k.arg in ("device", None)]
             if any(_is_cpu_literal(a) for a in args):
-                return CPU
+                return CPU if self.kind(env, recv) in HOST_KINDS else COPY
             if args and all(_is_dtype(a) for a in args) or (not args and node.keywords):
                 return self.kind(env, recv)
             rk = self.kind(env, recv)
@@ -335,7 +401,7 @@ class KindEval:
             return PY
         if m in TENSOR_METHODS:
             rk = self.kind(env, recv)
-            if rk in (DEV, CPU, ND):
+            if rk in (DEV, CPU, COPY, ND):
                 return rk
             return CPU if rk in (INFO, HOST) else UNK
         attr = is_self_attr(func)
@@ -343,7 +409,14 @@ class KindEval:
             cname = self.cls.attr_class.get(attr)
             if cname in NN_LAYERS:
                 return DEV
-        return UNK
+        return self._returns(node)
+
+    def _returns(self, call: ast.Call) -> str:
+        """What an in-file function returns, when the call resolves to one."""
+        if self.fn_info is None:
+            return UNK
+        target = self.index.resolve(self.fn_info, call)
+        return return_kind(self.index, target) if target is not None else UNK
 
     def _factory_kind(self, env: dict[str, str], node: ast.Call, fname: str) -> str:
         device = next((k.value for k in node.keywords if k.arg == "device"), None)
@@ -385,7 +458,7 @@ class FlowWalker:
     ) -> None:
         self.fn_info = fn_info
         self.lines = lines
-        self.eval = KindEval(index, cls)
+        self.eval = KindEval(index, cls, fn_info)
         self.fn = fn_node
         self.hot_body = hot  # the whole body runs per step (called from a hot loop)
         env: dict[str, str] = {}
@@ -396,10 +469,26 @@ class FlowWalker:
             env[args.vararg.arg] = PY
         if args.kwarg is not None:
             env[args.kwarg.arg] = INFO  # runner kwargs: per-request dicts and host-side metadata
+        hook = index.hook(fn_info) if fn_info is not None else None
+        if hook is not None:
+            # What the runner passes (knowledge/runner.py): device tensors, SamplingMetadata, per-request lists.
+            positional = [a.arg for a in [*args.posonlyargs, *args.args]]
+            if fn_info.cls is not None and positional[:1] in (["self"], ["cls"]):
+                positional = positional[1:]
+            for i in hook.device_args:
+                if i < len(positional) and env[positional[i]] == UNK:
+                    env[positional[i]] = DEV
+            for where in hook.sampling:
+                name = positional[where] if isinstance(where, int) and where < len(positional) else where
+                if isinstance(name, str) and name in env:
+                    env[name] = SMETA
+            for name in hook.request_lists:
+                if name in env:
+                    env[name] = INFO
         for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
             if env[a.arg] == UNK:
                 bound = (param_kinds or {}).get(a.arg, UNK)
-                env[a.arg] = bound if bound != UNK else (name_hint(a.arg) or UNK)
+                env[a.arg] = bound if bound != UNK else (INFO if a.arg in INFO_NAMES else UNK)
         self.env0 = env
         self.silent = False  # first pass over a loop body only settles kinds; no callbacks
 
@@ -468,6 +557,8 @@ class FlowWalker:
             env[target.id] = kind
         elif isinstance(target, ast.Tuple | ast.List):
             elt_kind = kind if kind in (DEV, CPU) and isinstance(value, ast.Call) else UNK
+            if kind == INFO:
+                elt_kind = INFO  # `i, info = numbered[k]`: parts of a host-side payload
             if isinstance(value, ast.Tuple | ast.List) and len(value.elts) == len(target.elts):
                 for t, v in zip(target.elts, value.elts, strict=False):
                     self._assign(t, self.eval.kind(env, v), env, v)
@@ -497,6 +588,12 @@ class FlowWalker:
             k = self.eval.kind(env, stmt.value)
             for t in stmt.targets:
                 self._assign(t, k, env, stmt.value)
+                if isinstance(t, ast.Name) and isinstance(stmt.value, ast.Dict):
+                    for key, v in zip(stmt.value.keys, stmt.value.values, strict=False):
+                        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                            env[f"{t.id}[{key.value!r}]"] = self.eval.kind(env, v)
+                elif (slot := dict_key(t)) is not None:
+                    env[slot] = k
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
             k = self.eval.kind(env, stmt.value)
             ak = _annotation_kind(stmt.annotation)
@@ -567,6 +664,19 @@ class FlowWalker:
             self._assign(target, PY, env)
             return
         self._assign(target, it if it in (DEV, CPU, ND, INFO) else UNK, env)
+
+
+class _ReturnWalker(FlowWalker):
+    """Collects the kinds of a function's return values."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.kinds: list[str] = []
+
+    def _stmt(self, stmt: ast.stmt, env, ctx: Ctx):
+        if isinstance(stmt, ast.Return):
+            self.kinds.append(self.eval.kind(env, stmt.value) if stmt.value is not None else PY)
+        return super()._stmt(stmt, env, ctx)
 
 
 def _off_device_name(test: ast.AST) -> str | None:
@@ -670,7 +780,8 @@ def per_step_functions(
     hot = index.hot | hot_extra
     order: list[str] = []
     seen: set[str] = set()
-    queue = sorted(q for q in per_step if index.functions[q].name in PER_STEP_ENTRIES or q in step_extra)
+    queue = sorted(q for q in per_step if index.hook(index.functions[q]) is not None)
+    queue += sorted(q for q in step_extra if q not in queue)
     while queue:
         qual = queue.pop(0)
         if qual in seen:

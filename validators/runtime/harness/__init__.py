@@ -34,13 +34,13 @@ It reproduces, at the model boundary, what the release's GPU runners do (0.20.0 
 
 The parts, one job each: :mod:`.scheduling` (ids, persistent batch order), :mod:`.payloads` (flattening, per-request
 split, ``OmniOutput`` extraction), :mod:`.hostcopy` (what crosses to the engine process, one sync per step on CUDA),
-:mod:`.stages` (the AR and generation stages, ``ARStage.step`` as named steps), :mod:`.engine` (the loop, the stage
+:mod:`.stages` (the AR and generation stages, ``ARStage.step`` as named steps), :mod:`.loop` (the loop, the stage
 input processor, the output path), :mod:`.results` and :mod:`.errors`. This is the only runner: the validators, the
 reference-model tests and the benchmarks all step models through it.
 """
 
-from omnitts.validators.runtime.harness.engine import Engine, TransferManager, run_scenario
 from omnitts.validators.runtime.harness.errors import PASS, ContractError, ModelError, StopRun
+from omnitts.validators.runtime.harness.loop import Harness, TransferManager, run_scenario
 from omnitts.validators.runtime.harness.payloads import count_frames, flatten_payload, unflatten_payload
 from omnitts.validators.runtime.harness.results import RequestResult, RunResult, StepRecord
 from omnitts.validators.runtime.harness.stages import ARStage, GenerationStage
@@ -49,7 +49,7 @@ __all__ = [
     "PASS",
     "ARStage",
     "ContractError",
-    "Engine",
+    "Harness",
     "GenerationStage",
     "ModelError",
     "RequestResult",

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from omnitts.knowledge.runner import RunnerContract as ReleaseProfile
+from omnitts.knowledge.runner import RunnerContract
 from omnitts.validators.runtime.harness.payloads import count_frames
 
 
@@ -91,7 +91,7 @@ class RunResult:
     wall: float
     consolidation: str
     models: list[Any]
-    profile: ReleaseProfile
+    contract: RunnerContract
     calls: list | None = None
     alias_violations: list[str] = field(default_factory=list)
     stage_devices: list[str] = field(default_factory=list)  # where each stage ran

@@ -12,9 +12,21 @@ def sched_id(ext_id: str, stage: int, salt: str) -> str:
 
 
 class Req:
-    __slots__ = ("rid", "ext", "prompt", "out", "computed", "max_tokens", "finished", "aborted", "info", "n_chunks")
+    __slots__ = (
+        "rid",
+        "ext",
+        "prompt",
+        "out",
+        "computed",
+        "max_tokens",
+        "finished",
+        "aborted",
+        "info",
+        "n_chunks",
+        "seed",
+    )
 
-    def __init__(self, rid, ext, prompt, max_tokens, info):
+    def __init__(self, rid, ext, prompt, max_tokens, info, seed=None):
         self.rid, self.ext, self.prompt, self.max_tokens = rid, ext, list(prompt), max_tokens
         self.out: list[int] = []
         self.computed = 0
@@ -22,6 +34,7 @@ class Req:
         self.aborted = False
         self.info = info
         self.n_chunks = 0
+        self.seed = seed
 
     def is_finished(self) -> bool:
         return self.finished

@@ -41,14 +41,14 @@ from omnitts.validators.runtime.harness.results import StepRecord
 from omnitts.validators.runtime.harness.scheduling import Req, Slots
 
 if TYPE_CHECKING:
-    from omnitts.validators.runtime.harness.engine import Engine
+    from omnitts.validators.runtime.harness.loop import Harness
     from omnitts.validators.runtime.subject import StageSpec
 
 
 class Stage:
-    def __init__(self, engine: Engine, idx: int, spec: StageSpec, model: Any):
-        self.engine, self.idx, self.spec, self.model = engine, idx, spec, model
-        self.device = engine.stage_devices[idx]  # this stage's device (its model, inputs and outputs)
+    def __init__(self, harness: Harness, idx: int, spec: StageSpec, model: Any):
+        self.harness, self.idx, self.spec, self.model = harness, idx, spec, model
+        self.device = harness.stage_devices[idx]  # this stage's device (its model, inputs and outputs)
         self.requests: dict[str, Req] = {}
         self.buffer: dict[str, dict] = {}
         self.slots = Slots()
@@ -61,32 +61,32 @@ class Stage:
 
     def _call(self, method: str, *args, **kwargs):
         fn = getattr(self.model, method) if method != "__call__" else self.model
-        eng = self.engine
-        if eng.recorder is not None:
-            eng.recorder.append((self.idx, method, copy.deepcopy(args), copy.deepcopy(kwargs)))
+        harness = self.harness
+        if harness.recorder is not None:
+            harness.recorder.append((self.idx, method, copy.deepcopy(args), copy.deepcopy(kwargs)))
         timeouts.check()  # a passed deadline stops the run cleanly between model calls
         try:
-            if eng.intercept is not None:
-                hit = eng.intercept(self.idx, method, fn, args, kwargs)
+            if harness.intercept is not None:
+                hit = harness.intercept(self.idx, method, fn, args, kwargs)
                 if hit is not PASS:
                     return hit
-            timed = eng.timed_calls is not None and (self.idx, method) in eng.timed_calls and self.steady_step
-            if timed and eng.cuda:
+            timed = harness.timed_calls is not None and (self.idx, method) in harness.timed_calls and self.steady_step
+            if timed and harness.cuda:
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
             try:
-                with eng.on_stage_device(self.idx):
-                    if eng.spy is not None and eng.spy_active:
-                        with eng.spy.armed(eng.step_label):
+                with harness.on_stage_device(self.idx):
+                    if harness.spy is not None and harness.spy_active:
+                        with harness.spy.armed(harness.step_label):
                             return fn(*args, **kwargs)
                     return fn(*args, **kwargs)
             finally:
-                if timed and eng.cuda:
+                if timed and harness.cuda:
                     torch.cuda.synchronize()
                 dt = time.perf_counter() - t0
-                eng.model_seconds += dt
+                harness.model_seconds += dt
                 if timed:
-                    eng.call_seconds[(self.idx, method)] = eng.call_seconds.get((self.idx, method), 0.0) + dt
+                    harness.call_seconds[(self.idx, method)] = harness.call_seconds.get((self.idx, method), 0.0) + dt
         except (ModelError, ContractError, StopRun):
             raise
         except Exception as exc:  # noqa: BLE001 - any model exception becomes a check failure with its traceback
@@ -96,20 +96,20 @@ class Stage:
     def _audit_device(self, outputs: Any) -> None:
         """With the stages on different devices: outputs on another device than this stage's are findings (host
         tensors such as ``sr`` are fine), e.g. a stage computing on the other stage's GPU."""
-        if self.engine.split:  # one device: nothing but the host besides it (host outputs are fine)
-            where = f"stage {self.idx} ({type(self.model).__name__}, on {self.device}) step {self.engine.step_index}"
-            self.engine.note_misplaced(misplaced(outputs, str(self.device), where, host_ok=True))
+        if self.harness.split:  # one device: nothing but the host besides it (host outputs are fine)
+            where = f"stage {self.idx} ({type(self.model).__name__}, on {self.device}) step {self.harness.step_index}"
+            self.harness.note_misplaced(misplaced(outputs, str(self.device), where, host_ok=True))
 
     def _alias_check(self, mm: Any) -> None:
         """Outputs of the previous step must not change when this step runs (no views of persistent buffers)."""
-        eng = self.engine
+        harness = self.harness
         for name, ref, snap, step in self._kept:
             if ref.shape != snap.shape or not torch.equal(ref, snap):
-                eng.alias_violations.append(
-                    f"stage {self.idx} output {name} of step {step} changed in place during step {eng.step_index}"
+                harness.alias_violations.append(
+                    f"stage {self.idx} output {name} of step {step} changed in place during step {harness.step_index}"
                     " (it is a view of a persistent buffer: return a copy)"
                 )
-        self._kept = [(n, t, t.detach().clone(), eng.step_index) for n, t in leaves(mm, "")]
+        self._kept = [(n, t, t.detach().clone(), harness.step_index) for n, t in leaves(mm, "")]
 
     def finish(self, rid: str, aborted: bool = False) -> None:
         req = self.requests.get(rid)
@@ -180,16 +180,16 @@ class HostOutputs:
 
 
 class ARStage(Stage):
-    def add(self, rid: str, ext: str, prompt: list[int], info: dict, max_tokens: int) -> None:
-        self.requests[rid] = Req(rid, ext, prompt, max_tokens, info)
+    def add(self, rid: str, ext: str, prompt: list[int], info: dict, max_tokens: int, seed: int | None = None) -> None:
+        self.requests[rid] = Req(rid, ext, prompt, max_tokens, info, seed)
         if info:
             self.buffer[rid] = info
         self.arrivals.append(rid)
 
     def step(self) -> list[tuple[str, dict, bool]]:
         """One scheduled step: schedule, build inputs, preprocess, forward, sample, postprocess, copy out, emit."""
-        eng = self.engine
-        self._begin_step(eng.profile.ar_notifies_finish)
+        harness = self.harness
+        self._begin_step(harness.contract.ar_notifies_finish)
         rids = [r for r in self.slots.order() if not self.requests[r].finished]
         if not rids:
             return []
@@ -199,7 +199,7 @@ class ARStage(Stage):
         hidden, mm = self._forward(batch, inputs_embeds)
         li = batch.logits_index if batch.logits_index.device == hidden.device else batch.logits_index.to(hidden.device)
         logits = self._call("compute_logits", hidden[li])
-        eng.step_seconds += time.perf_counter() - t0
+        harness.step_seconds += time.perf_counter() - t0
         sampled = logits.argmax(dim=-1)
         hidden_slices = (
             hidden.split(batch.lens)
@@ -207,8 +207,10 @@ class ARStage(Stage):
             else None
         )
         self._postprocess(batch, hidden, hidden_slices, mm)
-        eng.steps.append(
-            StepRecord(self.idx, eng.step_index, list(rids), batch.num_tokens, batch.steady, time.perf_counter() - t0)
+        harness.steps.append(
+            StepRecord(
+                self.idx, harness.step_index, list(rids), batch.num_tokens, batch.steady, time.perf_counter() - t0
+            )
         )
         host = self._copy_out(batch, hidden, hidden_slices, mm, sampled)
         return self._emit(batch, host)
@@ -238,7 +240,7 @@ class ARStage(Stage):
 
     def _release_keys(self, rid: str, req: Req, infos: dict) -> None:
         """The keys the release's runner writes into a request's dict right before ``preprocess``."""
-        prof = self.engine.profile
+        prof = self.harness.contract
         if prof.preprocess_id_key:
             infos[prof.preprocess_id_key] = rid
         if prof.writes_omni_progress_keys:
@@ -247,7 +249,7 @@ class ARStage(Stage):
             infos["_omni_is_prefill"] = req.computed < len(req.prompt)
         if prof.writes_omni_sampling_keys:
             infos["_omni_max_tokens"] = req.max_tokens
-            infos["_omni_seed"] = None
+            infos["_omni_seed"] = req.seed
 
     def _preprocess(self, batch: ARBatch) -> torch.Tensor | None:
         """``preprocess`` per request (``has_preprocess`` models): its embeddings fill the request's rows of the
@@ -307,14 +309,14 @@ class ARStage(Stage):
             logits_index=batch.logits_index,
             sampler=None,
         )
-        for name in self.engine.profile.buffer_kwargs:
+        for name in self.harness.contract.buffer_kwargs:
             kwargs[name] = infos_list
         out = self._call("__call__", **kwargs)
         if not is_omni_output(out) and hasattr(self.model, "make_omni_output"):
             out = self._call("make_omni_output", out, **kwargs)
         hidden, mm = extract(self.model, out)
         self._audit_device({"hidden": hidden, "multimodal_outputs": mm})
-        if self.engine.check_aliasing:
+        if self.harness.check_aliasing:
             self._alias_check(mm)
         return hidden, mm
 
@@ -333,8 +335,8 @@ class ARStage(Stage):
         """Like build_mm_cpu + to_payload_element: one device->host copy per output for the whole batch, then
         token-aligned tensors split per request. On CUDA every copy of the step (tokens, outputs, hidden, buffer
         updates) is queued and the stream synchronised once."""
-        eng = self.engine
-        nb = eng.cuda
+        harness = self.harness
+        nb = harness.cuda
         n_tok = batch.num_tokens
         seq_len = hidden.shape[0] if isinstance(hidden, torch.Tensor) else None
         mm_flat = flatten_payload(mm) if isinstance(mm, dict) else {}
@@ -356,7 +358,7 @@ class ARStage(Stage):
                 slices["hidden"] = hidden_slices
             else:
                 slices["hidden"] = h_host.split(batch.lens) if h_host.shape[0] == n_tok else None
-        fresh = eng.fresh
+        fresh = harness.fresh
         fresh.clear()
         if nb:  # host copies made above (and the views that split them) belong to the step alone
             mark_fresh(fresh, mm_flat)
@@ -365,9 +367,9 @@ class ARStage(Stage):
 
     def _emit(self, batch: ARBatch, host: HostOutputs) -> list[tuple[str, dict, bool]]:
         """Each request's token and payload; EOS or ``max_tokens`` finishes it."""
-        eng = self.engine
-        fresh = eng.fresh
-        eos = eng.subject.eos_token_id
+        harness = self.harness
+        fresh = harness.fresh
+        eos = harness.subject.eos_token_id
         results = []
         for i, rid in enumerate(batch.rids):
             req = self.requests[rid]
@@ -388,7 +390,7 @@ class ARStage(Stage):
                     item = payload[k] = payload_element(v, i, s, e, host.seq_len)
                     if isinstance(item, torch.Tensor) and item is not v and item._base is None:
                         fresh[id(item)] = item  # a clone (list item or shared tensor), not a slice of the output
-            eng.results[req.ext].tokens.append(tok)
+            harness.results[req.ext].tokens.append(tok)
             if done:
                 self.finish(rid)
             results.append((rid, payload, done))
@@ -398,7 +400,7 @@ class ARStage(Stage):
         # host copies queued non-blocking on CUDA: step() synchronises once before the next model call reads them
         if not isinstance(upd, dict) or not upd or rid not in self.requests:
             return
-        nb = self.engine.cuda
+        nb = self.harness.cuda
         existing = self.buffer.setdefault(rid, {})
         for k, v in upd.items():
             if isinstance(v, dict):
@@ -452,8 +454,8 @@ class GenerationStage(Stage):
         return batch
 
     def step(self) -> list[tuple[str, dict, bool]]:
-        eng, model = self.engine, self.model
-        self._begin_step(eng.profile.generation_notifies_finish)
+        harness, model = self.harness, self.model
+        self._begin_step(harness.contract.generation_notifies_finish)
         results: list[tuple[str, dict | None, bool]] = []
         batch = self._schedule()
         if not batch:
@@ -485,21 +487,23 @@ class GenerationStage(Stage):
             inputs_embeds=None,
             seq_token_counts=counts,
         )
-        for name in eng.profile.buffer_kwargs:
+        for name in harness.contract.buffer_kwargs:
             kwargs[name] = infos_list
         t0 = time.perf_counter()
         out = self._call("__call__", **kwargs)
-        eng.step_seconds += time.perf_counter() - t0
-        eng.steps.append(StepRecord(self.idx, eng.step_index, list(batch), len(ids), steady, time.perf_counter() - t0))
+        harness.step_seconds += time.perf_counter() - t0
+        harness.steps.append(
+            StepRecord(self.idx, harness.step_index, list(batch), len(ids), steady, time.perf_counter() - t0)
+        )
         _, mm = extract(model, out)
         self._audit_device({"multimodal_outputs": mm})
-        if eng.check_aliasing:
+        if harness.check_aliasing:
             self._alias_check(mm)
         per_req = split_generation_output(mm, len(batch))
-        eng.fresh.clear()
-        if eng.cuda:
+        harness.fresh.clear()
+        if harness.cuda:
             # what crosses to the engine process, copied once per tensor with one sync per step
-            per_req = host_copies_per_request(per_req, self.device, eng.fresh)
+            per_req = host_copies_per_request(per_req, self.device, harness.fresh)
         for i, rid in enumerate(batch):
             if lasts[i]:
                 self.finish(rid)

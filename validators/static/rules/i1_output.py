@@ -279,27 +279,54 @@ class EveryReturnEmitsAudio(Rule):
 # --- tree scope: the target's consolidation ---------------------------------------------------
 
 
-def _mentions_audio(test: ast.AST) -> bool:
-    for n in walk(test):
-        if isinstance(n, ast.Compare):
-            for part in [n.left, *n.comparators]:
-                if isinstance(part, ast.Constant) and part.value == "audio":
-                    return True
-                if isinstance(part, ast.Tuple | ast.List | ast.Set) and any(
-                    isinstance(e, ast.Constant) and e.value == "audio" for e in part.elts
-                ):
-                    return True
+def _helpers(tree: ast.Module) -> dict[str, ast.AST]:
+    """In-file functions and methods by name (what `self.h(...)` / `h(...)` in a consolidation can call)."""
+    return {n.name: n for n in walk(tree) if isinstance(n, FUNC_TYPES)}
+
+
+def _expand(expr: ast.AST, helpers: dict[str, ast.AST], depth: int = 0) -> list[ast.AST]:
+    """The expression and, for the in-file helpers it calls, what they return (`if self._is_rate(k):`)."""
+    out = [expr]
+    if depth > 2:
+        return out
+    for n in walk(expr):
+        if isinstance(n, ast.Call):
+            name = dotted(n.func).split(".")[-1]
+            target = helpers.get(name)
+            if target is not None and (isinstance(n.func, ast.Name) or dotted(n.func).startswith(("self.", "cls."))):
+                for r in walk(target):
+                    if isinstance(r, ast.Return) and r.value is not None:
+                        out += _expand(r.value, helpers, depth + 1)
+    return out
+
+
+def _mentions_audio(test: ast.AST, helpers: dict[str, ast.AST] | None = None) -> bool:
+    for part_expr in _expand(test, helpers or {}):
+        for n in walk(part_expr):
+            if isinstance(n, ast.Compare):
+                for part in [n.left, *n.comparators]:
+                    if isinstance(part, ast.Constant) and part.value == "audio":
+                        return True
+                    if isinstance(part, ast.Tuple | ast.List | ast.Set) and any(
+                        isinstance(e, ast.Constant) and e.value == "audio" for e in part.elts
+                    ):
+                        return True
     return False
 
 
 def consolidation_skips(tree: ast.Module) -> list[tuple[ast.AST, str]]:
     """`continue` statements that skip the audio key inside a consolidation function."""
     found = []
+    helpers = _helpers(tree)
     for fn in walk(tree):
         if not isinstance(fn, FUNC_TYPES) or "consolidat" not in fn.name:
             continue
         for n in walk(fn):
-            if isinstance(n, ast.If) and _mentions_audio(n.test) and any(isinstance(s, ast.Continue) for s in n.body):
+            if (
+                isinstance(n, ast.If)
+                and _mentions_audio(n.test, helpers)
+                and any(isinstance(s, ast.Continue) for s in n.body)
+            ):
                 found.append((n, fn.name))
     return found
 
@@ -309,25 +336,31 @@ _RATE_KEYS = ("sr", "sample_rate", "sampling_rate")
 
 def consolidation_concats_rate(tree: ast.Module) -> list[tuple[ast.AST, str]]:
     """A consolidation function that concatenates every accumulated key (`torch.cat(v, ...)`) and
-    never names the sample-rate key: `sr`, emitted once per step, becomes a tensor of N rates."""
+    never names the sample-rate key (itself or through the in-file helpers it calls): `sr`, emitted
+    once per step, becomes a tensor of N rates."""
     found = []
+    helpers = _helpers(tree)
     for fn in walk(tree):
         if not isinstance(fn, FUNC_TYPES) or "consolidat" not in fn.name:
             continue
-        if any(isinstance(n, ast.Constant) and n.value in _RATE_KEYS for n in walk(fn)):
+        if any(isinstance(n, ast.Constant) and n.value in _RATE_KEYS for e in _expand(fn, helpers) for n in walk(e)):
             continue
-        hit = _generic_cat(fn.body)
+        hit = _generic_cat(fn.body, helpers)
         if hit is not None:
             found.append((hit, fn.name))
     return found
 
 
-def _generic_cat(body: list[ast.stmt]) -> ast.Call | None:
+def _generic_cat(body: list[ast.stmt], helpers: dict[str, ast.AST] | None = None) -> ast.Call | None:
     """The first `torch.cat(v, ...)` not confined to one named key (`if k == "audio": ...`)."""
     for s in body:
         if isinstance(s, ast.If):
-            keyed = any(isinstance(n, ast.Constant) and isinstance(n.value, str) for n in walk(s.test))
-            found = (None if keyed else _generic_cat(s.body)) or _generic_cat(s.orelse)
+            keyed = any(
+                isinstance(n, ast.Constant) and isinstance(n.value, str)
+                for e in _expand(s.test, helpers or {})
+                for n in walk(e)
+            )
+            found = (None if keyed else _generic_cat(s.body, helpers)) or _generic_cat(s.orelse, helpers)
             if found is not None:
                 return found
             continue
@@ -341,11 +374,11 @@ def _generic_cat(body: list[ast.stmt]) -> ast.Call | None:
                 return n
         for block in (getattr(s, "body", None), getattr(s, "orelse", None), getattr(s, "finalbody", None)):
             if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                found = _generic_cat(block)
+                found = _generic_cat(block, helpers)
                 if found is not None:
                     return found
         for h in getattr(s, "handlers", []) or []:
-            found = _generic_cat(h.body)
+            found = _generic_cat(h.body, helpers)
             if found is not None:
                 return found
     return None

@@ -10,7 +10,10 @@ from omnitts.validators.static.index import FUNC_TYPES, dotted, walk
 from omnitts.validators.static.rule import CODE, CONSUMER, CONSUMER_PATH, Invalid, Rule, Valid, register
 from omnitts.validators.static.source import SourceFile
 
-MM_ATTRS = frozenset({"multimodal_output", "multimodal_outputs"})
+# The engine's request output (`OmniRequestOutput` / `CompletionOutput.multimodal_output`): what consumers read,
+# a Tensor or a list of chunks. `OmniOutput.multimodal_outputs` (plural) is the model's own per-step output, a list
+# per request by contract: a unit test of a model's forward indexes it legitimately.
+MM_ATTRS = frozenset({"multimodal_output"})
 # The serving layer (`vllm_omni/entrypoints/...`: speech, chat, audio servers) consumes engine
 # outputs exactly as an example does.
 SERVING_DIR = "entrypoints/"
@@ -44,14 +47,56 @@ LIST_HANDLERS = (
 )
 
 
-class _Scope:
-    """Multimodal dicts and values bound in one function (or the module body)."""
+DICT = "<dict>"  # the fact "a multimodal output dict" (a value's fact is the key it was read under)
+# The engine's own key for a stage's audio (OmniOutput.multimodal_outputs["model_outputs"]): a dict read
+# under it in a consumer is a multimodal output dict, whatever the name it arrives under.
+ENGINE_KEYS = frozenset({"model_outputs"})
 
-    def __init__(self, body_nodes: list[ast.AST]) -> None:
-        self.dicts: set[str] = set()
-        self.values: dict[str, str] = {}  # name -> key it came from
+
+class _Scope:
+    """Multimodal dicts and values bound in one function (or the module body): from `.multimodal_output`,
+    from what callers pass in (``params``), from what in-file helpers return (``flow``), through
+    assignments and aliases; a name read under the engine's own output key is a dict too."""
+
+    def __init__(self, body_nodes: list[ast.AST], params: dict[str, str] | None = None, flow=None, fn=None) -> None:
+        self.flow = flow
+        self.fn = fn
+        self.dicts: set[str] = {p for p, f in (params or {}).items() if f == DICT}
+        self.values: dict[str, str] = {p: f for p, f in (params or {}).items() if f != DICT}  # name -> key
+        for n in body_nodes:
+            key = None
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name):
+                key = n.slice
+            elif (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr in ("get", "pop")
+                and isinstance(n.func.value, ast.Name)
+                and n.args
+            ):
+                key = n.args[0]
+            if isinstance(key, ast.Constant) and key.value in ENGINE_KEYS:
+                base = n.value if isinstance(n, ast.Subscript) else n.func.value
+                self.dicts.add(base.id)
         assigns = [n for n in body_nodes if isinstance(n, ast.Assign | ast.AnnAssign | ast.NamedExpr)]
-        for _ in range(2):  # aliases of aliases
+        assigns.sort(key=lambda n: (n.lineno, n.col_offset))
+        self.checks: dict[str, frozenset[str]] = {}  # name -> the names whose isinstance check it holds
+        for n in assigns:
+            if n.value is not None and (checked := _isinstance_names(n.value)):
+                for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                    if isinstance(t, ast.Name):
+                        self.checks[t.id] = checked
+        # plain copies of one name into another (aliases of the same object)
+        self.copies = [
+            (t.id, n.value.id)
+            for n in assigns
+            if isinstance(n.value, ast.Name)
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            if isinstance(t, ast.Name)
+        ]
+        changed = True
+        while changed:  # aliases of aliases, in any order
+            changed = False
             for n in assigns:
                 value = n.value
                 if value is None:
@@ -59,12 +104,48 @@ class _Scope:
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target]
                 names = [t.id for t in targets if isinstance(t, ast.Name)]
                 if self.is_dict(value):
-                    self.dicts.update(names)
+                    if not set(names) <= self.dicts:
+                        self.dicts.update(names)
+                        changed = True
                 else:
                     key = self.value_key(value)
                     if key is not None:
                         for nm in names:
-                            self.values[nm] = key
+                            if nm not in self.values and nm not in self.dicts:
+                                self.values[nm] = key
+                                changed = True
+
+    def same(self, names: frozenset[str]) -> frozenset[str]:
+        """The names and every name that holds the same object (`a = audio`: checking `a` checks `audio`)."""
+        out = set(names)
+        changed = True
+        while changed:
+            changed = False
+            for a, b in self.copies:
+                if (a in out) != (b in out):
+                    out |= {a, b}
+                    changed = True
+        return frozenset(out)
+
+    def guards(self, test: ast.AST) -> frozenset[str]:
+        """Names whose form a branch test checks: `isinstance(x, ...)` in it, or a name bound to such a check
+        (`is_list = isinstance(audio, list)`), with their aliases."""
+        names = set(_isinstance_names(test))
+        for n in walk(test):
+            if isinstance(n, ast.Name) and n.id in self.checks:
+                names |= self.checks[n.id]
+        return self.same(frozenset(names))
+
+    def fact(self, node: ast.AST) -> str | None:
+        if self.is_dict(node):
+            return DICT
+        return self.value_key(node)
+
+    def _returned(self, node: ast.AST) -> str | None:
+        if self.flow is None or not isinstance(node, ast.Call):
+            return None
+        target = self.flow.resolve(self.fn, node)
+        return self.flow.returns.get(id(target)) if target is not None else None
 
     def is_dict(self, node: ast.AST) -> bool:
         if isinstance(node, ast.Attribute) and node.attr in MM_ATTRS:
@@ -73,6 +154,17 @@ class _Scope:
             return True
         if isinstance(node, ast.BoolOp):
             return self.is_dict(node.values[0])
+        if isinstance(node, ast.IfExp):
+            return self.is_dict(node.body) or self.is_dict(node.orelse)
+        if isinstance(node, ast.Call):
+            name = dotted(node.func)
+            if name == "getattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+                return node.args[1].value in MM_ATTRS
+            if name == "dict" and node.args:
+                return self.is_dict(node.args[0])
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "copy" and not node.args:
+                return self.is_dict(node.func.value)
+            return self._returned(node) == DICT
         return False
 
     def value_key(self, node: ast.AST) -> str | None:
@@ -80,7 +172,7 @@ class _Scope:
         if isinstance(node, ast.Subscript) and self.is_dict(node.value):
             s = node.slice
             return s.value if isinstance(s, ast.Constant) and isinstance(s.value, str) else "?"
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop"):
             if self.is_dict(node.func.value) and node.args:
                 a = node.args[0]
                 return a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else "?"
@@ -91,7 +183,105 @@ class _Scope:
             return next((k for k in keys if k is not None), None)
         if isinstance(node, ast.IfExp):
             return self.value_key(node.body) or self.value_key(node.orelse)
+        if isinstance(node, ast.Call):
+            f = self._returned(node)
+            return f if f not in (None, DICT) else None
         return None
+
+
+class OutputFlow:
+    """The file's multimodal output facts, across its functions: a parameter is a dict (or a value read
+    under a key) when some in-file call passes one, a call is one when the function returns one. A
+    fixpoint over the file's calls (context-free: what any caller passes); cached on the source file."""
+
+    ROUNDS = 4
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.scopes_nodes = list(_scopes(tree))
+        self.module_funcs = {n.name: n for n in tree.body if isinstance(n, FUNC_TYPES)}
+        self.methods: dict[int, dict[str, ast.AST]] = {}  # id(class) -> name -> def
+        self.parent_class: dict[int, ast.ClassDef] = {}
+        self.nested: dict[int, dict[str, ast.AST]] = {}  # id(function) -> its nested defs by name
+        for node in walk(tree):
+            if isinstance(node, ast.ClassDef):
+                self.methods[id(node)] = {b.name: b for b in node.body if isinstance(b, FUNC_TYPES)}
+                for b in node.body:
+                    if isinstance(b, FUNC_TYPES):
+                        self.parent_class[id(b)] = node
+            elif isinstance(node, FUNC_TYPES):
+                self.nested[id(node)] = {b.name: b for b in walk_body(node) if isinstance(b, FUNC_TYPES)}
+        self.enclosing: dict[int, ast.AST] = {}
+        for node in walk(tree):
+            if isinstance(node, FUNC_TYPES):
+                for inner in self.nested[id(node)].values():
+                    self.enclosing[id(inner)] = node
+        self.params: dict[int, dict[str, str]] = {}
+        self.returns: dict[int, str] = {}
+        self.scope: dict[int, _Scope] = {}
+        for _ in range(self.ROUNDS):
+            changed = False
+            for fn, nodes in self.scopes_nodes:
+                sc = _Scope(nodes, self.params.get(id(fn)), self, fn)
+                self.scope[id(fn)] = sc
+                for n in nodes:
+                    if isinstance(n, ast.Return) and n.value is not None and id(fn) not in self.returns:
+                        f = sc.fact(n.value)
+                        returned = {x.id for x in walk(n.value) if isinstance(x, ast.Name)}
+                        if f is not None and not (f != DICT and _handles_list(nodes, returned, None, None)):
+                            # a helper that checks the form of what it returns hands back a normalised value
+                            self.returns[id(fn)] = f
+                            changed = True
+                    elif isinstance(n, ast.Call):
+                        changed |= self._bind(sc, fn, n)
+            if not changed:
+                break
+
+    def resolve(self, fn: ast.AST, call: ast.Call) -> ast.AST | None:
+        func = call.func
+        if isinstance(func, ast.Name):
+            scope = fn
+            while scope is not None and isinstance(scope, FUNC_TYPES):
+                hit = self.nested.get(id(scope), {}).get(func.id)
+                if hit is not None:
+                    return hit
+                scope = self.enclosing.get(id(scope))
+            return self.module_funcs.get(func.id)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
+            cls = self.parent_class.get(id(fn))
+            if cls is None:
+                outer = self.enclosing.get(id(fn))
+                cls = self.parent_class.get(id(outer)) if outer is not None else None
+            return self.methods.get(id(cls), {}).get(func.attr) if cls is not None else None
+        return None
+
+    def _bind(self, sc: _Scope, fn: ast.AST, call: ast.Call) -> bool:
+        target = self.resolve(fn, call)
+        if target is None:
+            return False
+        params = [a.arg for a in [*target.args.posonlyargs, *target.args.args]]
+        if isinstance(call.func, ast.Attribute) and params[:1] in (["self"], ["cls"]):
+            params = params[1:]
+        pairs = [(p, a) for p, a in zip(params, call.args, strict=False) if not isinstance(a, ast.Starred)]
+        names = set(params) | {a.arg for a in target.args.kwonlyargs}
+        pairs += [(k.arg, k.value) for k in call.keywords if k.arg in names]
+        changed = False
+        slot = self.params.setdefault(id(target), {})
+        for p, a in pairs:
+            f = sc.fact(a)
+            if f is not None and p not in slot:
+                slot[p] = f
+                changed = True
+        return changed
+
+    def handles_list(self, fn_node: ast.AST, param_index: int) -> bool:
+        """Whether an in-file function normalises its parameter's list-of-chunks form."""
+        params = [a.arg for a in [*fn_node.args.posonlyargs, *fn_node.args.args]]
+        if params[:1] in (["self"], ["cls"]):
+            params = params[1:]
+        if param_index >= len(params):
+            return False
+        nodes = [n for _f, ns in self.scopes_nodes if _f is fn_node for n in ns]
+        return _handles_list(nodes, {params[param_index]}, None, None)
 
 
 def _scopes(tree: ast.Module):
@@ -111,6 +301,24 @@ def _scopes(tree: ast.Module):
     for fn in walk(tree):
         if isinstance(fn, FUNC_TYPES):
             yield fn, own(fn.body)
+
+
+def walk_body(fn: ast.AST):
+    """Nodes of a function body, nested function definitions included but not their bodies."""
+    stack = list(fn.body)
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, FUNC_TYPES + (ast.ClassDef, ast.Lambda)):
+            continue
+        stack.extend(ast.iter_child_nodes(n))
+
+
+def output_flow(src: SourceFile) -> OutputFlow:
+    cached = src.__dict__.get("_i2_flow")
+    if cached is None:
+        cached = src.__dict__["_i2_flow"] = OutputFlow(src.tree)
+    return cached
 
 
 def _truth_tests(nodes: list[ast.AST]):
@@ -162,7 +370,7 @@ class NoTensorTruthiness(Rule):
     invariant = "I2"
     severity = "error"
     kinds = frozenset({CONSUMER, CODE})
-    needles = ("multimodal_output",)
+    needles = ("multimodal_output", "model_outputs")
     VALID = [
         Valid(
             _ex("""audio = mm.get("audio")
@@ -198,8 +406,9 @@ assert audio, "no audio"'''),
         if not _is_consumer(src):
             return
         seen = set()
-        for _scope, nodes in _scopes(src.tree):
-            sc = _Scope(nodes)
+        flow = output_flow(src)
+        for scope, nodes in flow.scopes_nodes:
+            sc = flow.scope[id(scope)]
             for test in _truth_tests(nodes):
                 key = sc.value_key(test)
                 if key is None or key in SCALAR_KEYS or id(test) in seen:
@@ -214,9 +423,19 @@ assert audio, "no audio"'''),
                 )
 
 
-def _handles_list(nodes: list[ast.AST], names: set[str]) -> bool:
+def _handles_list(nodes: list[ast.AST], names: set[str], flow: OutputFlow | None, fn: ast.AST | None) -> bool:
+    """The function checks the form (`isinstance(x, list/tuple/Tensor)`) or hands the value to something that
+    normalises it: a concatenation, or an in-file helper that does one of these with its parameter."""
     for n in nodes:
         if isinstance(n, ast.Call):
+            if flow is not None and fn is not None:
+                target = flow.resolve(fn, n)
+                if target is not None and target is not fn:
+                    for i, a in enumerate(n.args):
+                        if any(isinstance(x, ast.Name) and x.id in names for x in walk(a)) and flow.handles_list(
+                            target, i
+                        ):
+                            return True
             fname = dotted(n.func)
             if fname == "isinstance" and len(n.args) == 2:
                 types = ast.unparse(n.args[1])
@@ -268,7 +487,7 @@ class HandleListForm(Rule):
     invariant = "I2"
     severity = "error"
     kinds = frozenset({CONSUMER, CODE})
-    needles = ("multimodal_output",)
+    needles = ("multimodal_output", "model_outputs")
     VALID = [
         Valid(
             _ex("""audio = mm["audio"]
@@ -302,10 +521,11 @@ wav = audio.float().cpu().numpy()"""),
     def check(self, src: SourceFile):
         if not _is_consumer(src):
             return
-        for scope, nodes in _scopes(src.tree):
+        flow = output_flow(src)
+        for scope, nodes in flow.scopes_nodes:
             if scope is src.tree:
                 continue
-            sc = _Scope(nodes)
+            sc = flow.scope[id(scope)]
             yield from _unguarded_chunk_index(scope, sc)
             # A direct `torch.cat(mm["audio"])` handles only the list form: checked below like a tensor use.
             names = {n for n, k in sc.values.items() if k not in SCALAR_KEYS}
@@ -331,7 +551,7 @@ wav = audio.float().cpu().numpy()"""),
                 if key is not None and key not in SCALAR_KEYS:
                     first = (n, key)
                     break
-            if first is None or _handles_list(nodes, names | {"__none__"}):
+            if first is None or _handles_list(nodes, names | {"__none__"}, flow, scope):
                 continue
             node, key = first
             if isinstance(node, ast.Call) and dotted(node.func).split(".")[-1] in (
@@ -364,7 +584,7 @@ def _unguarded_chunk_index(scope: ast.AST, sc: _Scope):
             if isinstance(s, FUNC_TYPES + (ast.ClassDef,)):
                 continue
             if isinstance(s, ast.If):
-                names = _isinstance_names(s.test)
+                names = sc.guards(s.test)
                 _scan(s.test, guarded)
                 visit(s.body, guarded | names)
                 visit(s.orelse, guarded | names)
@@ -377,7 +597,7 @@ def _unguarded_chunk_index(scope: ast.AST, sc: _Scope):
     def _scan(expr: ast.AST, guarded: frozenset[str]) -> None:
         for n in walk(expr):
             if isinstance(n, ast.IfExp):
-                guarded = guarded | _isinstance_names(n.test)
+                guarded = guarded | sc.guards(n.test)
         for n in walk(expr):
             if (
                 isinstance(n, ast.Subscript)

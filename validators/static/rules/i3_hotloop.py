@@ -11,10 +11,11 @@ import ast
 import re
 
 from omnitts.validators.static.hooks import extra_hot
-from omnitts.validators.static.index import FUNC_TYPES, Ctx, dotted, iter_stmts, walk
+from omnitts.validators.static.index import FUNC_TYPES, Ctx, dotted, iter_stmts, stmt_exprs, walk
 from omnitts.validators.static.rule import Invalid, Report, Rule, Valid, register
 from omnitts.validators.static.source import SourceFile
 from omnitts.validators.static.tensors import (
+    COPY,
     DEV,
     HOST_KINDS,
     FlowWalker,
@@ -43,8 +44,15 @@ NEEDLES = (
 _LOG_CALL = re.compile(r"(^|\.)(logger|logging|log|_logger|LOGGER)\.(debug|info|log)$|^print$")
 _LOG_HELPER = re.compile(r"^_?(warn|log)")
 _REDUCE = ("any", "all")
-# Runner hooks that run on every step (preprocess is left out: it mixes prefill-only work in).
-STEP_HOOKS = frozenset({"forward", "make_omni_output", "compute_logits", "sample", "postprocess", "talker_mtp"})
+
+
+def _step_hook(src: SourceFile, fn) -> bool:
+    """A runner hook that does the same work on every step (preprocess is left out: it mixes prefill-only
+    work in)."""
+    hook = src.index.hook(fn)
+    return hook is not None and not hook.prefill_work
+
+
 _DEVICE_ARG = re.compile(r"device|cuda|dev\b|\bdev$")
 
 
@@ -52,7 +60,14 @@ class _SyncWalker(FlowWalker):
     cold_fast = True
 
     def __init__(
-        self, src: SourceFile, fn, hot: bool, out: dict[str, dict[int, Report]], params: dict, per_request: bool
+        self,
+        src: SourceFile,
+        fn,
+        hot: bool,
+        out: dict[str, dict[int, Report]],
+        params: dict,
+        per_request: bool,
+        step_always: frozenset[str] = frozenset(),
     ) -> None:
         super().__init__(src.index, fn.node, src.index.class_of(fn), hot, params.get(fn.qualname), fn, src.lines)
         self.info = fn
@@ -62,9 +77,10 @@ class _SyncWalker(FlowWalker):
         self.consumed: set[int] = set()
         self.src = src
         self.per_request = per_request  # hot because the runner calls it per request (hooks.py)
+        self.copies: dict[str, ast.Call] = {}  # name -> the `.cpu()` that made the host copy it holds
         # The once-per-step checks (log reads, log-only branches, reductions) apply to the step hooks
         # themselves and to hot code; helpers reached from them may run at prefill only.
-        self.step_hook = hot or fn.name in STEP_HOOKS
+        self.step_hook = hot or _step_hook(src, fn) or fn.qualname in step_always
 
     def _where(self, ctx: Ctx) -> str:
         if self.hot_body and self.per_request and ctx.loops <= 1:
@@ -83,7 +99,41 @@ class _SyncWalker(FlowWalker):
                 self._log_reads(call, env)
         super()._exprs(stmt, env, ctx)
 
+    def _round_trip(self, stmt: ast.stmt, env: dict[str, str]) -> None:
+        """`.to(<device>)`/`.cuda()` of a host copy this step made of a device tensor (any statement of a
+        function that runs every step; the walk skips cold statements' expressions otherwise)."""
+        text = "\n".join(self.src.lines[stmt.lineno - 1 : getattr(stmt, "end_lineno", stmt.lineno)])
+        if ".to(" not in text and ".cuda(" not in text:
+            return
+        for expr in stmt_exprs(stmt):
+            for node in walk(expr):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and (node.func.attr == "cuda" or (node.func.attr == "to" and _to_device(node)))
+                    and self.eval.kind(env, node.func.value) == COPY
+                ):
+                    origin = self.copies.get(_name_of(node.func.value))
+                    at = origin if origin is not None else node
+                    self._add(
+                        I3_COPY,
+                        at,
+                        f"`{_short(self.src, at)}` in `{self.qual}` copies a device tensor to the host and line "
+                        f"{node.lineno} moves it back: two full copies and a sync every step; do the work on the "
+                        "device",
+                    )
+
     def _stmt(self, stmt: ast.stmt, env: dict[str, str], ctx: Ctx) -> dict[str, str]:
+        if self.step_hook and not self.silent and not ctx.guarded and not ctx.error_path:
+            self._round_trip(stmt, env)
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            # where each copy of a device tensor was made (for the round-trip report), through aliases
+            name, value = stmt.targets[0].id, stmt.value
+            d2h = _d2h_call(value)
+            if d2h is not None and self.eval.kind(env, d2h.func.value) not in HOST_KINDS:
+                self.copies[name] = d2h
+            elif isinstance(value, ast.Name) and value.id in self.copies:
+                self.copies[name] = self.copies[value.id]
         if (
             isinstance(stmt, ast.If)
             and self.step_hook
@@ -210,7 +260,6 @@ class _SyncWalker(FlowWalker):
             and not self._hot(ctx, False)
             and not ctx.guarded
             and not ctx.error_path
-            and _is_reduction(test)
             and self.eval.kind(env, _unnot(test)) == DEV
         ):
             # `if mask.any():` in a per-step hook: a data-dependent branch, one sync per step (and a
@@ -234,7 +283,7 @@ class _SyncWalker(FlowWalker):
 # Functions worth walking: hot ones, ones with a loop, and step hooks with code the walker checks
 # outside loops (log calls, branches on reductions).
 _HAS_LOOP = re.compile(r"\bfor\b|\bwhile\b")
-_STEP_WORK = re.compile(r"log\w*\.|print\(|\.any\(\)|\.all\(\)|_warn")
+_STEP_WORK = re.compile(r"log\w*\.|print\(|\.any\(\)|\.all\(\)|_warn|\.cpu\(|[\"']cpu[\"']")
 
 
 def _conjuncts(test: ast.AST) -> list[ast.AST]:
@@ -283,46 +332,40 @@ def _tensor_compare(node: ast.AST, env, kind) -> bool:
     ) and not any(kind(env, s.value) == "nd" for s in sides)
 
 
-def _round_trips(src: SourceFile, fns) -> list[Report]:
-    """Per-step device->host->device round trips: `x_cpu = t.cpu()` (or `.to("cpu")`) later moved
-    back with `.to(<device>)`/`.cuda()` in the same per-step function. The host work in between is
-    one full copy each way per step; it belongs on the device."""
-    out = []
-    for fn, hot in fns:
-        if not hot and fn.name not in STEP_HOOKS:
+def step_always(src: SourceFile) -> frozenset[str]:
+    """Functions that run on every step: the step hooks (not `preprocess`, which mixes prefill-only work in)
+    and what they call outside run-once guards, CUDA-graph capture and error handlers."""
+    cached = src.__dict__.get("_step_always")
+    if cached is not None:
+        return cached
+    index = src.index
+    seeds = [fn for fn in index.functions.values() if _step_hook(src, fn)]
+    seen: set[str] = set()
+    while seeds:
+        fn = seeds.pop()
+        if fn.qualname in seen:
             continue
-        text = src.node_text(fn.node)
-        if ".cpu()" not in text and 'cpu"' not in text and "cpu'" not in text:
+        seen.add(fn.qualname)
+        for call in _unconditional_calls(fn.node.body):
+            target = index.resolve(fn, call) or index.resolve_module_call(fn, call)
+            if target is not None and target.qualname not in seen:
+                seeds.append(target)
+    cached = src.__dict__["_step_always"] = frozenset(seen)
+    return cached
+
+
+def _unconditional_calls(body: list[ast.stmt]):
+    """Calls a function makes on every run that reaches them: not behind a run-once guard, in a CUDA-graph
+    capture or in an error handler (calls in loops are hot anyway)."""
+    for stmt, ctx in iter_stmts(body):
+        if ctx.guarded or ctx.error_path or isinstance(stmt, FUNC_TYPES):
             continue
-        copies: dict[str, ast.Call] = {}
-        for stmt, ctx in iter_stmts(fn.node.body):
-            if isinstance(stmt, FUNC_TYPES) or ctx.guarded:
-                continue
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                d2h = _d2h_call(stmt.value)
-                if d2h is not None:
-                    copies[stmt.targets[0].id] = d2h
-                    continue
-            if not copies:
-                continue
-            for n in walk(stmt):
-                if (
-                    isinstance(n, ast.Call)
-                    and isinstance(n.func, ast.Attribute)
-                    and isinstance(n.func.value, ast.Name)
-                    and n.func.value.id in copies
-                    and (n.func.attr == "cuda" or (n.func.attr == "to" and _to_device(n)))
-                ):
-                    d2h = copies.pop(n.func.value.id)
-                    out.append(
-                        Rule.at(
-                            d2h,
-                            f"`{_short(src, d2h)}` in `{fn.qualname}` copies a device tensor to the host and "
-                            f"line {n.lineno} moves it back: two full copies and a sync every step; "
-                            "do the work on the device",
-                        )
-                    )
-    return out
+        for expr in stmt_exprs(stmt):
+            yield from (n for n in walk(expr) if isinstance(n, ast.Call))
+
+
+def _name_of(node: ast.AST) -> str | None:
+    return node.id if isinstance(node, ast.Name) else None
 
 
 def _d2h_call(value: ast.AST) -> ast.Call | None:
@@ -372,21 +415,20 @@ def analyze(src: SourceFile) -> dict[str, list[Report]]:
         fns = list(per_step_functions(src.index, (step_extra, hot_extra)))
         # Only functions with a hot region need the walk; callers are walked when a callee is, so
         # that call-site argument kinds reach it (callers come first in the order).
+        always = step_always(src)
         need = {
             fn.qualname
             for fn, hot in fns
             if hot
             or _HAS_LOOP.search(text := src.node_text(fn.node))
-            or (fn.name in STEP_HOOKS and _STEP_WORK.search(text))
+            or ((_step_hook(src, fn) or fn.qualname in always) and _STEP_WORK.search(text))
         }
         for fn, _hot in reversed(fns):
             if fn.qualname not in need and any(t.qualname in need for t, _l, _g in src.index.callees(fn)):
                 need.add(fn.qualname)
         for fn, hot in fns:
             if fn.qualname in need:
-                _SyncWalker(src, fn, hot, out, params, fn.qualname in hot_extra).run()
-        for rep in _round_trips(src, fns):
-            out[I3_COPY].setdefault((rep.line, rep.col), rep)
+                _SyncWalker(src, fn, hot, out, params, fn.qualname in hot_extra, always).run()
         cached = {
             r: sorted({(rep.line, rep.col): rep for rep in v.values()}.values(), key=lambda rep: (rep.line, rep.col))
             for r, v in out.items()

@@ -1,17 +1,21 @@
 """I4 (static part) — batched output hooks emit one entry per request, built inside the
-per-request loop; what a `max_num_seqs>1` smoke test would catch, found before it runs."""
+per-request loop; what a `max_num_seqs>1` smoke test would catch, found before it runs.
+
+The batched hooks and the per-request lists are the knowledge layer's and the data's
+(`batch.RequestFacts`): a helper a hook hands the list to is checked like the hook, and a helper
+that stores a value into the hook's output (or returns it) emits it like the hook."""
 
 from __future__ import annotations
 
 import ast
-import re
 
 from omnitts.validators.static.batch import (
-    BATCH_HOOKS,
+    batched_hooks,
     loop_binds_request,
+    loop_request_vars,
     own_nodes,
-    per_request_lists,
     request_counts,
+    request_facts,
 )
 from omnitts.validators.static.index import FUNC_TYPES, dotted, is_self_attr, iter_stmts, stmt_exprs, walk
 from omnitts.validators.static.rule import Invalid, Rule, Valid, register
@@ -33,11 +37,46 @@ def _m(body: str) -> str:
 
 
 def _hooks(src: SourceFile):
-    for cls in src.index.classes.values():
-        for name in BATCH_HOOKS:
-            fn = cls.methods.get(name)
-            if fn is not None and any(k in src.node_text(fn.node) for k in _LISTS):
-                yield fn
+    """The batched hooks (knowledge layer): the runner's per-request list reaches them every step."""
+    return batched_hooks(src.index)
+
+
+def _seeing_lists(src: SourceFile):
+    """(function, its per-request lists, whether it is a batched hook) for every function a batched hook
+    reaches that holds a per-request list (its own or one a caller passed in)."""
+    facts = request_facts(src)
+    hooks = {f.qualname for f in facts.hooks}
+    for fn in facts.reach:
+        lists = facts.of(fn)
+        if lists:
+            yield fn, lists, fn.qualname in hooks
+
+
+def _uniformity_check(fn: ast.AST, node: ast.Subscript) -> bool:
+    """`first = xs[0]` compared with every other entry (`all(x == first for x in xs[1:])`): the function
+    checks that the batch agrees, it does not use request 0 for all."""
+    name = None
+    for n in own_nodes(fn):
+        if (
+            isinstance(n, ast.Assign)
+            and len(n.targets) == 1
+            and isinstance(n.targets[0], ast.Name)
+            and any(x is node for x in walk(n.value))
+        ):
+            name = n.targets[0].id
+    if name is None or not isinstance(node.value, ast.Name):
+        return False
+    for n in own_nodes(fn):
+        if isinstance(n, ast.GeneratorExp | ast.ListComp) and any(
+            isinstance(g.iter, ast.Subscript)
+            and isinstance(g.iter.value, ast.Name)
+            and g.iter.value.id == node.value.id
+            for g in n.generators
+        ):
+            if any(isinstance(c, ast.Compare) and any(isinstance(x, ast.Name) and x.id == name for x in walk(c))
+                   for c in walk(n.elt)):  # fmt: skip
+                return True
+    return False
 
 
 def _len_one_guarded(fn: ast.AST, node: ast.AST) -> bool:
@@ -55,42 +94,45 @@ def _len_one_guarded(fn: ast.AST, node: ast.AST) -> bool:
     return False
 
 
-_LISTS = (
-    "runtime_additional_information",
-    "model_intermediate_buffer",
-    "infos",
-    "info_dicts",
-    "request_infos",
-    "runtime_info",
-    "split_request",
-    "per_request",
-)
+def _loops(src: SourceFile, fn) -> tuple[set[str], list[ast.AST]]:
+    """(per-request list names, loops over them) of a function a batched hook reaches."""
+    lists = request_facts(src).of(fn)
+    if not lists:
+        return lists, []
+    counts = request_counts(fn.node, lists)
+    loops = [
+        n for n in own_nodes(fn.node) if isinstance(n, ast.For | ast.While) and loop_binds_request(n, lists, counts)
+    ]
+    return lists, loops
 
 
-def _loops(fn: ast.AST):
-    """(per-request list names, loops over them), memoized on the function node."""
-    cached = getattr(fn, "_omni_loops", None)
-    if cached is None:
-        lists = per_request_lists(fn)
-        if lists:
-            counts = request_counts(fn, lists)
-            cached = (
-                lists,
-                [n for n in own_nodes(fn) if isinstance(n, ast.For) and loop_binds_request(n, lists, counts)],
-            )
-        else:
-            cached = (lists, [])
-        fn._omni_loops = cached
-    return cached
+def _batch_tensors(src: SourceFile, fn) -> set[str]:
+    """The hook's batched device tensors (its device arguments, knowledge layer) and their reshapes."""
+    hook = src.index.hook(fn)
+    if hook is None:
+        return set()
+    positional = [a.arg for a in [*fn.node.args.posonlyargs, *fn.node.args.args]][1:]
+    out = {positional[i] for i in hook.device_args if i < len(positional)}
+    for n in own_nodes(fn.node):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            v = n.value
+            while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in _SAME_ROWS:
+                v = v.func.value
+            if isinstance(v, ast.Name) and v.id in out:
+                out.add(n.targets[0].id)
+    return out
 
 
-BATCH_TENSORS = frozenset({"input_ids", "inputs_embeds", "hidden_states", "positions", "model_outputs"})
+_SAME_ROWS = frozenset({"reshape", "view", "to", "flatten", "contiguous", "long", "int", "float", "detach", "clone"})
 
 
 @register
 class NoFirstRequestOnly(Rule):
-    """A batched output hook (`forward`, `make_omni_output`) that reads the first entry of the
-    per-request list (`runtime_additional_information[0]`, `infos[0]`) instead of looping over it.
+    """A batched output hook (`forward`, `make_omni_output`), or a helper it hands the per-request list
+    to, that reads the first entry of the list (`runtime_additional_information[0]`, `infos[0]`)
+    instead of looping over it; or that slices each request's rows of the batch by boundaries
+    (`ids[offsets[i]:offsets[i + 1]]`) which one path sets to a single segment (`offsets = [0, total]`):
+    request 0 then receives every request's rows.
 
     Why: the runner passes one dict per scheduled request in batch order; taking `[0]` applies the
     first request's text, voice or stream state to every request of the batch. It passes every
@@ -137,12 +179,34 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
             line=9,
             message="first entry",
         ),
+        Invalid(
+            _m("""infos = runtime_additional_information or []
+counts = kwargs.get("num_scheduled_tokens")
+if isinstance(counts, list) and len(counts) == len(infos):
+    bounds = [0]
+    for n in counts:
+        bounds.append(bounds[-1] + int(n))
+else:
+    bounds = [0, int(input_ids.shape[0])]
+outs = []
+for i, info in enumerate(infos):
+    if i + 1 >= len(bounds):
+        break
+    outs.append(self.decode(input_ids[bounds[i] : bounds[i + 1]]))
+return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": outs})"""),
+            line=16,
+            message="single segment",
+        ),
     ]
 
     def check(self, src: SourceFile):
-        for fn in _hooks(src):
-            lists, loops = _loops(fn.node)
-            yield from self._first_slices(fn, loops)
+        keys = request_facts(src).ctx.keys
+        for fn, lists, is_hook in _seeing_lists(src):
+            _lists, loops = _loops(src, fn)
+            if is_hook:
+                tensors = _batch_tensors(src, fn)
+                yield from self._first_slices(fn, loops, tensors)
+                yield from self._one_segment(src, fn, loops, tensors)
             meta_reads = set()  # xs[0].device / .dtype / .shape: metadata every request shares
             for n in own_nodes(fn.node):
                 if isinstance(n, ast.Attribute) and n.attr in ("device", "dtype", "shape", "ndim", "is_cuda"):
@@ -162,9 +226,14 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
                     and dotted(base.func).endswith(".get")
                     and base.args
                     and isinstance(base.args[0], ast.Constant)
-                    and base.args[0].value in ("runtime_additional_information", "model_intermediate_buffer")
+                    and base.args[0].value in keys
                 )
-                if is_list and isinstance(n.ctx, ast.Load) and not _len_one_guarded(fn.node, n):
+                if (
+                    is_list
+                    and isinstance(n.ctx, ast.Load)
+                    and not _len_one_guarded(fn.node, n)
+                    and not _uniformity_check(fn.node, n)
+                ):
                     yield Rule.at(
                         n,
                         f"`{fn.qualname}` reads the first entry of the per-request list; every other "
@@ -172,11 +241,47 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
                     )
 
     @staticmethod
-    def _first_slices(fn, loops):
+    def _one_segment(src: SourceFile, fn, loops, batch_tensors: set[str]):
+        """`rows[b[i] : b[i + 1]]` in the per-request loop, where `b` is (on some path) a two-entry literal
+        `[0, total]`, or what an in-file helper returns as one: one segment for the whole batch."""
+        bounds: set[str] = set()
+        for loop in loops:
+            for n in own_nodes(loop):
+                if (
+                    isinstance(n, ast.Subscript)
+                    and isinstance(n.value, ast.Name)
+                    and n.value.id in batch_tensors
+                    and isinstance(n.slice, ast.Slice)
+                ):
+                    lo, hi = n.slice.lower, n.slice.upper
+                    if (
+                        isinstance(lo, ast.Subscript)
+                        and isinstance(hi, ast.Subscript)
+                        and isinstance(lo.value, ast.Name)
+                        and isinstance(hi.value, ast.Name)
+                        and lo.value.id == hi.value.id
+                        and isinstance(hi.slice, ast.BinOp)
+                        and isinstance(hi.slice.op, ast.Add)
+                    ):
+                        bounds.add(lo.value.id)
+        if not bounds:
+            return
+        for n in own_nodes(fn.node):
+            if not (isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id in bounds for t in n.targets)):
+                continue
+            for lit in _two_entry_values(src, fn, n.value):
+                yield Rule.at(
+                    lit,
+                    f"`{fn.qualname}` slices each request's rows by boundaries that this path sets to a single "
+                    "segment for the whole batch: request 0 gets every request's rows, the others none",
+                )
+
+    @staticmethod
+    def _first_slices(fn, loops, batch_tensors: set[str]):
         """`input_ids[:n]` inside the per-request loop: the first request's rows for every request."""
         for loop in loops:
-            for n in own_nodes(ast.Module(body=loop.body, type_ignores=[])):
-                if not (isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in BATCH_TENSORS):
+            for n in own_nodes(loop):
+                if not (isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in batch_tensors):
                     continue
                 s = n.slice
                 if (
@@ -189,6 +294,30 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
                         f"`{n.value.id}[:...]` inside the per-request loop of `{fn.qualname}` takes the "
                         "first request's rows for every request; slice at the request's offset",
                     )
+
+
+def _two_entry_values(src: SourceFile, fn, value: ast.AST) -> list[ast.AST]:
+    """Two-entry list/tuple literals a value is (directly, or as what the in-file helper it calls returns)."""
+    if (
+        isinstance(value, ast.List | ast.Tuple)
+        and len(value.elts) == 2
+        and not any(isinstance(e, ast.Starred) for e in value.elts)
+    ):
+        return [value]
+    if isinstance(value, ast.Call):
+        target = src.index.resolve(fn, value)
+        if target is not None and target is not fn:
+            out = []
+            local: dict[str, list[ast.AST]] = {}
+            for n in own_nodes(target.node):
+                if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+                    local.setdefault(n.targets[0].id, []).append(n.value)
+            for n in own_nodes(target.node):
+                if isinstance(n, ast.Return) and n.value is not None:
+                    vals = local.get(n.value.id, []) if isinstance(n.value, ast.Name) else [n.value]
+                    out += [v for v in vals if isinstance(v, ast.List | ast.Tuple) and len(v.elts) == 2]
+            return out
+    return []
 
 
 def _names_in(node: ast.AST) -> set[str]:
@@ -210,13 +339,23 @@ def _output_exprs(fn: ast.AST) -> list[ast.AST]:
     return out
 
 
-_META_NAME = re.compile(r"(^|_)(device|dtype|dev)$")
-
-
 def _metadata(name: str, assign: ast.AST) -> bool:
     """A device/dtype picked from one request (`dev = codes.device`): the same for the whole batch."""
     value = getattr(assign, "value", None)
-    return bool(_META_NAME.search(name)) or (isinstance(value, ast.Attribute) and value.attr in ("device", "dtype"))
+    parts = [value]
+    if isinstance(value, ast.IfExp):
+        parts = [value.body, value.orelse]
+    elif isinstance(value, ast.BoolOp):
+        parts = list(value.values)
+    return (
+        bool(parts)
+        and all(
+            (isinstance(p, ast.Attribute) and p.attr in ("device", "dtype"))
+            or (isinstance(p, ast.Constant) and p.value is None)
+            for p in parts
+        )
+        and any(isinstance(p, ast.Attribute) for p in parts)
+    )
 
 
 def _root_name(target: ast.AST) -> str | None:
@@ -305,7 +444,7 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs=mm)"""),
 
     def check(self, src: SourceFile):
         for fn in _hooks(src):
-            _lists, loops = _loops(fn.node)
+            lists, loops = _loops(src, fn)
             if not loops:
                 continue
             emitted = set()
@@ -313,22 +452,28 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs=mm)"""),
                 emitted |= _names_in(e)
             # Names that feed an emitted name after the loop (`outputs = [audio for _ in infos]`).
             late = [n for n in own_nodes(fn.node) if isinstance(n, ast.Assign)]
-            for _ in range(2):
+            calls = _helper_emissions(src, fn)
+            for _ in range(3):
                 for n in late:
                     # `outputs = ...` and stores into an emitted container (`mm["codes"]["ref"] = [x]`,
                     # `mm.setdefault("codes", {})["ref"] = [x]`) both feed what is emitted.
                     if any(_root_name(t) in emitted for t in n.targets):
                         emitted |= _names_in(n.value)
+                for call, feeds in calls:
+                    # a helper that stores its argument into an emitted container, or whose result is emitted
+                    for names, into in feeds:
+                        if into is None and _result_emitted(call, fn.node, emitted) or into in emitted:
+                            emitted |= names
             for loop in loops:
                 loop_end = loop.end_lineno or loop.lineno
                 assigned: dict[str, ast.AST] = {}
-                for n in own_nodes(ast.Module(body=loop.body, type_ignores=[])):
+                for n in own_nodes(loop):
                     if isinstance(n, ast.Assign):
                         for t in n.targets:
                             for x in t.elts if isinstance(t, ast.Tuple) else [t]:
                                 if isinstance(x, ast.Name):
                                     assigned.setdefault(x.id, n)
-                loop_vars = _names_in(loop.target)
+                loop_vars = loop_request_vars(loop, lists)
                 for name, node in assigned.items():
                     if name not in emitted or name in loop_vars or name.startswith("_") or _metadata(name, node):
                         continue
@@ -354,6 +499,16 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs=mm)"""),
                         and not any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
                         and any(_root_name(t) in emitted for t in n.targets)
                     ]
+                    used_after += [
+                        call
+                        for call, feeds in calls
+                        if call.lineno > loop_end
+                        and any(
+                            name in names
+                            and (into in emitted or (into is None and _result_emitted(call, fn.node, emitted)))
+                            for names, into in feeds
+                        )
+                    ]
                     used_after.sort(key=lambda e: e.lineno)
                     if later or not used_after:
                         continue
@@ -362,6 +517,95 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs=mm)"""),
                         f"`{name}` is assigned per request inside the loop at line "
                         f"{loop.lineno} and emitted once for the batch: the last request wins",
                     )
+
+
+def _helper_emissions(src: SourceFile, fn) -> list[tuple[ast.Call, list[tuple[set[str], str | None]]]]:
+    """In-file helper calls of a hook that pass values on to what the hook emits: (call, [(names of an
+    argument, the caller's name whose container the helper stores it into, or None when the helper returns
+    it)])."""
+    from omnitts.validators.static.tensors import bind_args
+
+    index = src.index
+    out = []
+    for n in own_nodes(fn.node):
+        if not isinstance(n, ast.Call):
+            continue
+        target = index.resolve(fn, n)
+        if target is None or target is fn:
+            continue
+        sinks = _sinks(src, target)
+        if not sinks:
+            continue
+        bound = dict(bind_args(index, target, n))
+        feeds = []
+        for param, arg in bound.items():
+            for sink in sinks.get(param, ()):
+                if sink == "return":
+                    feeds.append((_names_in(arg), None))
+                else:
+                    into = bound.get(sink)
+                    if isinstance(into, ast.Name):
+                        feeds.append((_names_in(arg), into.id))
+        if feeds:
+            out.append((n, feeds))
+    return out
+
+
+def _sinks(src: SourceFile, fn) -> dict[str, set[str]]:
+    """Where a helper's parameters go: "return" (into its return value) or the name of another parameter
+    whose container it stores them into (`q["k"] = [p]`, `q.setdefault("k", {})["r"] = p`, `q.append(p)`);
+    through local names assigned from them. Cached per function."""
+    cache = src.__dict__.setdefault("_i4_sinks", {})
+    if fn.qualname in cache:
+        return cache[fn.qualname]
+    params = [a.arg for a in [*fn.node.args.posonlyargs, *fn.node.args.args, *fn.node.args.kwonlyargs]]
+    carries: dict[str, set[str]] = {p: {p} for p in params}  # local name -> parameters its value holds
+    nodes = own_nodes(fn.node)
+    for _ in range(2):
+        for n in nodes:
+            if isinstance(n, ast.Assign):
+                held = set().union(*(carries.get(x, set()) for x in _names_in(n.value)))
+                for t in n.targets:
+                    if isinstance(t, ast.Name) and held:
+                        carries.setdefault(t.id, set()).update(held)
+    out: dict[str, set[str]] = {}
+
+    def feed(value: ast.AST, sink: str) -> None:
+        for x in _names_in(value):
+            for p in carries.get(x, ()):
+                if p != sink:
+                    out.setdefault(p, set()).add(sink)
+
+    for n in nodes:
+        if isinstance(n, ast.Return) and n.value is not None:
+            feed(n.value, "return")
+        elif isinstance(n, ast.Assign):
+            for t in n.targets:
+                root = _root_name(t)
+                if root in params and not isinstance(t, ast.Name):
+                    feed(n.value, root)
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("append", "extend", "insert", "update", "setdefault")
+            and _root_name(n.func.value) in params
+        ):
+            for a in n.args[1:] if n.func.attr in ("insert", "setdefault") else n.args:
+                feed(a, _root_name(n.func.value))
+    cache[fn.qualname] = out
+    return out
+
+
+def _result_emitted(call: ast.Call, fn: ast.AST, emitted: set[str]) -> bool:
+    """The call's value is part of what the hook emits (inside a return/OmniOutput, or bound to an emitted
+    name)."""
+    for e in _output_exprs(fn):
+        if any(x is call for x in walk(e)):
+            return True
+    for n in own_nodes(fn):
+        if isinstance(n, ast.Assign) and any(x is call for x in walk(n.value)):
+            return any(_root_name(t) in emitted for t in n.targets)
+    return False
 
 
 @register
@@ -404,8 +648,8 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
     ]
 
     def check(self, src: SourceFile):
-        for fn in _hooks(src):
-            _lists, loops = _loops(fn.node)
+        for fn, _lists, _is_hook in _seeing_lists(src):
+            _lists, loops = _loops(src, fn)
             for loop in loops:
                 for stmt in loop.body:  # unconditional: directly in the loop body
                     if isinstance(stmt, ast.Break):
@@ -464,11 +708,11 @@ return OmniOutput(text_hidden_states=None, multimodal_outputs={"model_outputs": 
     ]
 
     def check(self, src: SourceFile):
-        for fn in _hooks(src):
-            lists, loops = _loops(fn.node)
+        for fn, _lists, _is_hook in _seeing_lists(src):
+            lists, loops = _loops(src, fn)
             if not lists:
                 continue
-            in_loop = {id(n) for loop in loops for n in own_nodes(ast.Module(body=loop.body, type_ignores=[]))}
+            in_loop = {id(n) for loop in loops for n in own_nodes(loop)}
             guarded = {id(stmt) for stmt, ctx in iter_stmts(fn.node.body) if ctx.guarded}
             for n in own_nodes(fn.node):
                 if id(n) in guarded:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import re
 
-from omnitts.validators.static.batch import per_request_loops
 from omnitts.validators.static.buffers import (
     buffer_view_of,
     dict_values,
@@ -24,12 +23,10 @@ from omnitts.validators.static.request_state import (
     OBJID,
     SCHED,
     SELF_ASSIGN,
-    STATE_WORDS,
     class_states,
     id_read,
     in_logging,
     is_const,
-    is_flagish,
     own_exprs,
 )
 from omnitts.validators.static.rule import Invalid, Rule, Valid, register
@@ -265,6 +262,19 @@ return input_ids, input_embeds, {}""",
             ),
             note="size-bounded (LRU) cache",
         ),
+        Valid(
+            _m(
+                """self._state[info["request_id"]] = input_ids
+return input_ids, input_embeds, {}""",
+                finish="""
+    def on_requests_finished(self, finished_req_ids):
+        state = self._state
+        for rid in finished_req_ids:
+            state.pop(rid, None)
+""",
+            ),
+            note="freed through a local bound to the dict",
+        ),
     ]
     INVALID = [
         Invalid(
@@ -274,6 +284,16 @@ return input_ids, input_embeds, {}""",
                 finish="",
             ),
             line=11,
+            message="never frees",
+        ),
+        Invalid(
+            _m(
+                """state = self._state
+state[info["request_id"]] = input_ids
+return input_ids, input_embeds, {}""",
+                finish="",
+            ),
+            line=12,
             message="never frees",
         ),
     ]
@@ -524,11 +544,19 @@ class CodePredictor(torch.nn.Module):
 @register
 class NoScalarRequestState(Rule):
     """Per-request state kept in a single model attribute: a streaming generator stored as
-    `self._gen = self._make_stream(info)`, or `self.x = <value read from a request's dict>` inside
-    the per-request loop of a per-step function.
+    `self._gen = self._make_stream(info)`, or `self.x = <a value derived from one request's data>`:
+    inside the per-request loop of a batched hook (or a helper it passes the request to), or in a
+    per-request hook (`preprocess`/`postprocess`, whose keywords are one request's dict), when the
+    attribute is read again elsewhere (another method, or this one before the write: the next step).
+
+    What is per-request data follows the data, not names: the runner's per-request list and its
+    entries (knowledge layer), what is computed from them, and what helpers receive them as.
+    Device/dtype picked from a request, and flags in a batched hook's loop (OMNI-I4-004), are not
+    reported.
 
     Why: with two concurrent requests the attribute holds whichever request ran last: the other
-    request resumes someone else's stream or codec window (crosstalk, I5).
+    request resumes someone else's stream, voice or codec window (crosstalk, I5). Single-request
+    tests and the I5 leak checks cannot see it; only concurrent requests do.
 
     Fix: keep it in a dict keyed by the request id (`self._streams[request_key] = ...`) and free
     it in `on_requests_finished`.
@@ -553,10 +581,86 @@ class Model(torch.nn.Module):
 {line}
         return input_ids
 '''
-    VALID = [Valid(_G.format(line="            self._streams[info['request_id']] = self._stream(info)"))]
+    # a plain attribute holding one request's value, read back by another method (the issue's case)
+    _B = '''
+import torch
+
+
+class Code2Wav(torch.nn.Module):
+    def forward(self, input_ids, runtime_additional_information=None, **kwargs):
+        """Delta audio."""
+        outs = []
+        for entry in runtime_additional_information or []:
+            voice = entry.get("voice")
+{line}
+            outs.append(self.codec(entry["codes"]))
+        return outs
+
+    def compute_logits(self, hidden_states, sampling_metadata=None):
+        return self.head(hidden_states, {ref})
+'''
+    # the same request's context handed down to a helper within its own iteration: not kept state
+    _T = '''
+import torch
+
+
+class Code2Wav(torch.nn.Module):
+    def forward(self, input_ids, runtime_additional_information=None, **kwargs):
+        """Delta audio."""
+        outs = []
+        for entry in runtime_additional_information or []:
+            self._current = entry
+            outs.append(self._decode())
+        return outs
+
+    def _decode(self):
+        return self.codec(self._current["codes"])
+'''
+    _P = """
+import torch
+
+
+class Talker(torch.nn.Module):
+    def preprocess(self, input_ids, input_embeds, **req):
+{line}
+        return input_ids, input_embeds, {{}}
+
+    def compute_logits(self, hidden_states, sampling_metadata=None):
+        return self.head(hidden_states) / {ref}
+"""
+    VALID = [
+        Valid(_G.format(line="            self._streams[info['request_id']] = self._stream(info)")),
+        Valid(
+            _B.format(line="            self._voices[entry['request_id']] = voice", ref="self._voices"),
+            note="a container keyed by the request id",
+        ),
+        Valid(
+            _B.format(line="            self._dev = entry['codes'].device", ref="self._dev"),
+            note="device metadata, the same for the whole batch",
+        ),
+        Valid(
+            _P.format(line="        self.scale = 1.0", ref="self.scale"),
+            note="not request data",
+        ),
+        Valid(_T, note="read only by a helper the hook calls within the same request's iteration"),
+    ]
     INVALID = [
         Invalid(_G.format(line="            self._gen = self._stream(info)"), line=12, message="generator"),
-        Invalid(_G.format(line="            self._codec_window = info.get('codes')"), line=12, message="last request"),
+        Invalid(
+            _G.format(line="            left = self._codec_window\n            self._codec_window = info.get('codes')"),
+            line=13,
+            message="last request",
+        ),
+        Invalid(
+            _B.format(line="            self.speaker = voice", ref="self.speaker"),
+            line=11,
+            message="last request",
+        ),
+        Invalid(
+            _P.format(line="        self.temperature = float(req.get('temperature', 1.0))", ref="self.temperature"),
+            line=7,
+            message="one request's data",
+        ),
     ]
 
     def check(self, src: SourceFile):
@@ -565,16 +669,12 @@ class Model(torch.nn.Module):
             for fn in cls.methods.values():
                 if fn.qualname not in index.per_step or not SELF_ASSIGN.search(src.node_text(fn.node)):
                     continue
-                loops = per_request_loops(fn.node)
-                loop_vars = {id(loop): {n.id for n in walk(loop.target) if isinstance(n, ast.Name)} for loop in loops}
                 for stmt, _ctx in iter_stmts(fn.node.body):
                     if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
                         continue
                     attr = is_self_attr(stmt.targets[0])
-                    if attr is None:
-                        continue
                     v = stmt.value
-                    if isinstance(v, ast.Call):
+                    if attr is not None and isinstance(v, ast.Call):
                         target = index.resolve(fn, v)
                         if target is not None and target.is_generator:
                             yield Rule.at(
@@ -582,15 +682,17 @@ class Model(torch.nn.Module):
                                 f"`self.{attr}` holds a streaming generator for one request; concurrent "
                                 "requests overwrite it (key it by request id)",
                             )
-                            continue
-                    for loop in loops:
-                        if not (loop.lineno <= stmt.lineno <= (loop.end_lineno or loop.lineno)):
-                            continue
-                        names = {n.id for n in walk(v) if isinstance(n, ast.Name)}
-                        if names & loop_vars[id(loop)] and STATE_WORDS.search(attr) and not is_flagish(v):
-                            yield Rule.at(
-                                stmt,
-                                f"`self.{attr}` is set from each request's data inside the per-request "
-                                f"loop of `{fn.qualname}`: the last request wins for the whole batch",
-                            )
-                            break
+        yield from request_attr_writes(src)
+
+
+def request_attr_writes(src: SourceFile):
+    """`self.x = <per-request data>` findings (see NoScalarRequestState)."""
+    from omnitts.validators.static.request_data import per_request_writes
+
+    for fn, stmt, attr, in_loop in per_request_writes(src):
+        where = (
+            f"inside the per-request loop of `{fn.qualname}`: the last request wins for the whole batch"
+            if in_loop
+            else f"in `{fn.qualname}`, which the runner calls for each request: the next request overwrites it"
+        )
+        yield Rule.at(stmt, f"`self.{attr}` is set from one request's data {where}")

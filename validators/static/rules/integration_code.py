@@ -10,7 +10,7 @@ import sys
 from omnitts.validators.static.index import Ctx, dotted, walk
 from omnitts.validators.static.rule import CODE, MODEL, Invalid, Rule, Valid, register
 from omnitts.validators.static.source import SourceFile
-from omnitts.validators.static.tensors import CPU, INFO, FlowWalker, per_step_functions
+from omnitts.validators.static.tensors import COPY, CPU, INFO, FlowWalker, per_step_functions
 
 _GUARD_EXC = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException", "OSError", "RuntimeError"}
 _STDLIB = set(getattr(sys, "stdlib_module_names", ())) | {"__future__", "typing_extensions"}
@@ -251,7 +251,7 @@ class _DeviceWalker(FlowWalker):
     expr_needle = _CODEC_ATTR  # a decoder call names its codec/decoder receiver
 
     def __init__(self, src, fn, hot, out):
-        super().__init__(src.index, fn.node, src.index.class_of(fn), hot, lines=src.lines)
+        super().__init__(src.index, fn.node, src.index.class_of(fn), hot, fn_info=fn, lines=src.lines)
         self.out, self.qual, self.src = out, fn.qualname, src
 
     def on_expr(self, node, env, ctx: Ctx, in_comp):
@@ -278,7 +278,7 @@ class _DeviceWalker(FlowWalker):
             return
         arg = node.args[0]
         kind = self.eval.kind(env, arg)
-        if kind in (CPU, INFO) and id(node) not in self.out:
+        if kind in (CPU, COPY, INFO) and id(node) not in self.out:
             where = "read from the request payload (kept on the CPU)" if kind == INFO else "created on the CPU"
             self.out[id(node)] = Rule.at(
                 node,

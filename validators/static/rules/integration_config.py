@@ -279,8 +279,9 @@ class ArStageConcurrency(Rule):
     The stage kind comes from the pipeline.py the deploy YAML configures (`execution_type=LLM_AR`)
     or, for legacy `stage_args` YAMLs, from `worker_type: ar`. Only the AR stage whose output an audio
     stage decodes (the talker) is reported: a thinker feeding a talker, an AR stage emitting text, or an
-    encoder feeding a DiT stage is not the codec window's producer. Decoder (generation) stages may stay
-    at 1 on purpose and are not reported, nor is a `max_num_seqs: 1` the model package enforces in code
+    encoder feeding a DiT stage is not the codec window's producer. Decoder (generation) stages are not
+    reported: their `max_num_seqs` is each model's choice (the releases' own decoders run from 1 to 64
+    at once; docs/profiles.md), nor is a `max_num_seqs: 1` the model package enforces in code
     (`if max_num_seqs != 1: raise ...`): that limit is deliberate, and raising it would break the model.
 
     Why: the guide's rule (RFC #2568): with one sequence the codec window round-robins across

@@ -27,6 +27,9 @@ import torch
 import yaml
 
 import vllm_omni
+{%- if cookiecutter.chunk_payload_struct %}
+from vllm_omni.data_entry_keys import OmniPayloadStruct, to_dict
+{%- endif %}
 from vllm_omni.model_executor.models.{{cookiecutter.name}} import (
     {{cookiecutter.camel}}Code2Wav,
     {{cookiecutter.camel}}Config,
@@ -168,6 +171,20 @@ def decode(code2wav, items: list[tuple[list[int], dict]]) -> list[torch.Tensor]:
     return check_audio_step(output.multimodal_outputs, len(items), code2wav.config.sample_rate)
 
 
+def received(window) -> tuple[list[int], dict]:
+    """One window as stage 1 receives it: the release's chunk transfer adapter sends the processor's payload
+    over the connector as a dict{% if cookiecutter.chunk_payload_struct %} (an ``OmniPayloadStruct`` as ``to_dict(...)``){% endif %}; its flat
+    ``codes.audio`` become the prompt token ids and its ``meta`` (less ``finished``) the request's info."""
+{%- if cookiecutter.chunk_payload_struct %}
+    assert isinstance(window, OmniPayloadStruct), f"the processor must return an OmniPayloadStruct, got {type(window)}"
+    window = to_dict(window)
+{%- endif %}
+    codes = window["codes"]["audio"]
+    codes = codes.tolist() if isinstance(codes, torch.Tensor) else list(codes)
+    meta = {key: value for key, value in (window.get("meta") or {}).items() if key != "finished"}
+    return codes, {"meta": meta}
+
+
 def deployed_chunking() -> dict:
     """The connector's ``extra`` of the deploy yaml: the chunk and left-context sizes serving streams with."""
     deploy = yaml.safe_load((Path(vllm_omni.__file__).parent / "deploy" / "{{cookiecutter.model_type}}.yaml").read_text())
@@ -216,7 +233,7 @@ def serve(models: tuple, texts: list[str], arrivals: list[int] | None = None, ab
             if window is not None:
                 windows.append((req, window))
         if windows:  # stage 1 with max_num_seqs > 1 batches the windows of one step like this
-            deltas = decode(models[1], [(window["codes"]["audio"], window) for _, window in windows])
+            deltas = decode(models[1], [received(window) for _, window in windows])
             for (req, _), delta in zip(windows, deltas):
                 req.deltas.append(delta.clone())
 {%- else %}
