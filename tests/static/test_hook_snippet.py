@@ -1,12 +1,14 @@
 """The pre-commit snippet of README.md (also docs/tutorial.md, docs/lint.md, .pre-commit-hooks.yaml) works as
-written: its `rev` is the release tag of this version (`v` + pyproject.toml's version), the tag is in this repository
-with the hooks it names, and pre-commit installs and runs the hooks from a fresh clone of the repository at that rev,
-the snippet's `repo:` being the only word a contributor replaces (the path of their clone)."""
+written: its `rev` is the release tag of this version (`v` + pyproject.toml's version); a repository with tags has that
+tag, on a commit carrying this version and the hooks it names; a copy without tags gets it from README.md's own tag
+command; and pre-commit installs and runs the hooks from a fresh clone at that rev, the snippet's `repo:` being the
+only word a contributor replaces (the path of their clone)."""
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -52,19 +54,58 @@ def test_every_snippet_names_this_versions_tag():  # VALID
     assert {h["id"] for h in entry["hooks"]} == hook_ids((REPO / ".pre-commit-hooks.yaml").read_text())
 
 
-def test_the_tag_is_in_this_repository_with_the_hooks():  # VALID
+def readme_tag_command() -> list[str]:
+    """The command README.md gives for a copy without tags, as an argument list."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    (command,) = [
+        line
+        for b in re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+        for line in b.splitlines()
+        if line.startswith("git tag ")
+    ]
+    return shlex.split(command)
+
+
+def tags(repo: Path) -> list[str]:
+    return subprocess.run(["git", "tag"], cwd=repo, capture_output=True, text=True, check=True).stdout.split()
+
+
+def ensure_tag(repo: Path) -> str:
+    """The release tag of this version in `repo`: there already, or made by README.md's command when `repo` has no
+    tags at all (a tag set without this version's tag is a release mistake, not a tagless copy)."""
     tag = f"v{version()}"
-    found = subprocess.run(
-        ["git", "rev-parse", "--verify", "--quiet", f"refs/tags/{tag}^{{commit}}"], cwd=REPO, capture_output=True
-    )
-    assert found.returncode == 0, (
-        f"release tag {tag} missing: tag the commit of main that carries version {version()} "
-        f"(git tag -a {tag} -m 'omnitts {version()}' COMMIT)"
-    )
-    at_tag = subprocess.run(["git", "show", f"{tag}:pyproject.toml"], cwd=REPO, capture_output=True, text=True)
+    present = tags(repo)
+    if not present:
+        made = subprocess.run([*GIT, *readme_tag_command()[1:]], cwd=repo, capture_output=True, text=True)
+        assert made.returncode == 0, made.stderr
+        present = tags(repo)
+    assert tag in present, f"release tag {tag} missing among {present}: tag the commit of main that carries {version()}"
+    return tag
+
+
+def test_readme_tag_command_makes_this_versions_tag():  # VALID
+    command = readme_tag_command()
+    assert command[:3] == ["git", "tag", "-a"] and command[3] == f"v{version()}", command
+
+
+def test_the_tag_carries_this_version_and_the_hooks(tmp_path):  # VALID
+    clone = tmp_path / "omnitts"
+    subprocess.run(["git", "clone", "-q", "--no-local", str(REPO), str(clone)], check=True, capture_output=True)
+    tag = ensure_tag(clone)
+    at_tag = subprocess.run(["git", "show", f"{tag}:pyproject.toml"], cwd=clone, capture_output=True, text=True)
     assert tomllib.loads(at_tag.stdout)["project"]["version"] == version()
-    hooks = subprocess.run(["git", "show", f"{tag}:.pre-commit-hooks.yaml"], cwd=REPO, capture_output=True, text=True)
+    hooks = subprocess.run(["git", "show", f"{tag}:.pre-commit-hooks.yaml"], cwd=clone, capture_output=True, text=True)
     assert hook_ids(hooks.stdout) >= {"omnitts-lint", "omnitts-integration"}
+
+
+def test_a_tag_set_without_this_version_is_refused(tmp_path):  # INVALID
+    clone = tmp_path / "omnitts"
+    subprocess.run(["git", "clone", "-q", "--no-local", str(REPO), str(clone)], check=True, capture_output=True)
+    for tag in tags(clone):
+        subprocess.run(["git", "tag", "-d", tag], cwd=clone, check=True, capture_output=True)
+    subprocess.run([*GIT, "tag", "-a", "v0.0.0-other", "-m", "another release"], cwd=clone, check=True)
+    with pytest.raises(AssertionError, match="release tag .* missing"):
+        ensure_tag(clone)
 
 
 @pytest.mark.slow
@@ -73,6 +114,7 @@ def test_snippet_runs_through_pre_commit_from_a_clone(tmp_path):
     on a cold cache) and runs both hooks on a commit of a model file."""
     clone = tmp_path / "omnitts"
     subprocess.run(["git", "clone", "-q", "--no-local", str(REPO), str(clone)], check=True, capture_output=True)
+    ensure_tag(clone)
     checkout = tmp_path / "vllm-omni"
     model = checkout / "vllm_omni" / "model_executor" / "models" / "my_tts"
     model.mkdir(parents=True)
