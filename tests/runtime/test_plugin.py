@@ -471,6 +471,30 @@ def test_no_unknown_mark_warnings_in_the_quick_tier():
     assert "PytestUnknownMarkWarning" not in proc.stdout + proc.stderr
 
 
+def test_nan_audio_is_one_diagnosis_and_no_other_check_blames_something_else(tmp_path):
+    """NaN in the model's output fails audio.finite, once, naming NaN; the checks that compare audio say 'not judged'
+    instead of failing with a reason that is not the bug (replays, crosstalk, seams)."""
+    proc = _pytest(
+        "validators",
+        "--model",
+        f"{TOYS}:single_stage@nan",
+        "-p",
+        "no:xdist",
+        "-q",
+        "-rA",
+        "--omnitts-out",
+        str(tmp_path),
+        "-k",
+        "not static and not graph_breaks",
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    (result,) = _results(tmp_path).values()
+    failed = {c for c, s in result["results"].items() if s == "failed"}
+    assert failed == {"audio.finite"}, (failed, result["failures"])
+    assert "NaN/Inf" in result["failures"]["audio.finite"]
+    assert proc.stdout.count("NaN/Inf in the model's audio") == 1, proc.stdout[-3000:]
+
+
 def test_an_internal_error_leaves_nothing_ticked(tmp_path):
     """pytest's INTERNALERROR after a check passed: the run's results say so and tick nothing (fail closed)."""
     (tmp_path / "boom_plugin.py").write_text(

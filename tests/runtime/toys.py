@@ -18,6 +18,7 @@ plants one of the bugs the guide warns about:
 ``hog``           forward() keeps 8 MB more of memory every step, referenced by no container I5 inspects
 ``exit``          forward() ends its process (``os._exit``) on the third step: a crash, not a failure
 ``gil``           forward() blocks on the third step in a C call that holds the GIL (nothing can interrupt it)
+``nan``           the decoder's samples are NaN from the second step on (an overflow in the model's own output)
 """
 
 from __future__ import annotations
@@ -330,6 +331,8 @@ class ToySingleStage(nn.Module):
                 wave = _decode(torch.cat(hist, dim=1))
             else:
                 wave = _decode(row, prev)
+            if self.config.bug == "nan" and len(hist) >= 2:
+                wave = torch.full_like(wave, float("nan"))
             waves.append(wave)
             srs.append(torch.tensor(SR, dtype=torch.int32))
         return OmniOutput(text_hidden_states=hidden, multimodal_outputs={"model_outputs": waves, "sr": srs})

@@ -56,7 +56,9 @@ def consumer_forms(obs: ConsumerObservation) -> Verdict:
     for form in obs.forms:
         if form.error is not None:
             findings.append(f"{form.name}: {form.error}")
-        elif form.got.shape != form.want.shape or not np.allclose(form.got, form.want, atol=1e-6, rtol=0):
+        elif form.got.shape != form.want.shape or not np.allclose(
+            form.got, form.want, atol=1e-6, rtol=0, equal_nan=True
+        ):
             findings.append(f"{form.name}: returned {form.got.shape} samples, expected {form.want.shape}")
     metrics["forms"] = len(obs.forms)
     return outcome(

@@ -45,6 +45,16 @@ if TYPE_CHECKING:
     from omnitts.validators.runtime.subject import StageSpec
 
 
+def _unchanged(now: torch.Tensor, kept: torch.Tensor) -> bool:
+    """Equal element for element, NaN where NaN was (NaN != NaN: a NaN output is audio.finite's finding, not an
+    overwrite)."""
+    if torch.equal(now, kept):
+        return True
+    if not now.is_floating_point():
+        return False
+    return bool(((now == kept) | (now.isnan() & kept.isnan())).all())
+
+
 class Stage:
     def __init__(self, harness: Harness, idx: int, spec: StageSpec, model: Any):
         self.harness, self.idx, self.spec, self.model = harness, idx, spec, model
@@ -104,7 +114,7 @@ class Stage:
         """Outputs of the previous step must not change when this step runs (no views of persistent buffers)."""
         harness = self.harness
         for name, ref, snap, step in self._kept:
-            if ref.shape != snap.shape or not torch.equal(ref, snap):
+            if ref.shape != snap.shape or not _unchanged(ref, snap):
                 harness.alias_violations.append(
                     f"stage {self.idx} output {name} of step {step} changed in place during step {harness.step_index}"
                     " (it is a view of a persistent buffer: return a copy)"
