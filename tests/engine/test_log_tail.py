@@ -29,3 +29,11 @@ def test_a_log_without_a_traceback_above_the_tail_is_only_its_tail():
     text = "\n".join(NOISE + FRONT)
     assert _tail(text) == "\n".join((NOISE + FRONT)[-25:])
     assert _tail("a\nb") == "a\nb"
+
+
+def test_a_traceback_logged_across_a_second_boundary_keeps_its_exception_line():
+    root = [line.replace("01:16:10", "01:16:11") if "line 3" in line or "KeyError" in line else line for line in ROOT]
+    root = [line.replace("01:16:10", "01:16:09") if "Traceback" in line else line for line in root]
+    message = _tail("\n".join(root + NOISE + FRONT))
+    assert "KeyError: 'req-0'" in message and "codes = state[rid]" in message
+    assert message.index("KeyError") < message.index("OmniEngineDeadError")

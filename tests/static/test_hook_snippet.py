@@ -55,14 +55,9 @@ def test_every_snippet_names_this_versions_tag():  # VALID
 
 
 def readme_tag_command() -> list[str]:
-    """The command README.md gives for a copy without tags, as an argument list."""
+    """The command README.md gives (inline) for a copy without tags, as an argument list."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    (command,) = [
-        line
-        for b in re.findall(r"```bash\n(.*?)```", text, flags=re.S)
-        for line in b.splitlines()
-        if line.startswith("git tag ")
-    ]
+    (command,) = re.findall(r"`(git tag -a [^`]+)`", text)
     return shlex.split(command)
 
 

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -43,11 +44,13 @@ def _first_traceback(lines: list[str], limit: int = 60) -> list[str]:
     start = next((i for i, line in enumerate(lines) if _TRACEBACK in line), None)
     if start is None:
         return []
-    prefix = lines[start][: lines[start].index(_TRACEBACK)]
+    # the prefix with its numbers as any numbers: a traceback logged across a second boundary changes its timestamp
+    prefix = re.compile(re.sub(r"\d+", r"\\d+", re.escape(lines[start][: lines[start].index(_TRACEBACK)])))
     block = [lines[start]]
     for line in lines[start + 1 : start + limit]:
         block.append(line)
-        body = line[len(prefix) :] if line.startswith(prefix) else line
+        found = prefix.match(line)
+        body = line[found.end() :] if found else line
         if body and not body[0].isspace() and not body.startswith((_TRACEBACK, *_CHAINED)) and body.strip():
             break  # the exception line ends the traceback
     return block
