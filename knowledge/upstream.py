@@ -94,3 +94,109 @@ def prompt_length(release: str | None, model: str) -> str | None:
     """Where the release's serving adapter computes ``model``'s prompt placeholder length (None: the model's prompt
     is its tokenized text, or not surveyed)."""
     return PROMPT_LENGTH.get(release or "", {}).get(model)
+
+
+#: Qwen3-TTS's codec ids (talker vocabulary: codes 0..2047, control ids above); EOS 2150 is what vLLM-Omni 0.30.0's
+#: deploy config stops on (``stop_token_ids: [2150]``).
+QWEN3_TTS_CODEC_IDS: dict[str, int] = {
+    "codec_pad_id": 2148,
+    "codec_bos_id": 2149,
+    "codec_eos_token_id": 2150,
+    "codec_think_id": 2154,
+    "codec_nothink_id": 2155,
+    "codec_think_bos_id": 2156,
+    "codec_think_eos_id": 2157,
+}
+
+
+def qwen3_tts_tiny(
+    *,
+    talker_vocab: int,
+    talker_layers: int,
+    speakers: dict[str, int],
+    languages: dict[str, int],
+    specials: dict[str, int],
+    groups: int = 4,
+) -> dict:
+    """Keyword arguments of a tiny CustomVoice ``Qwen3TTSConfig``, for the authors' class (``qwen_tts``) and for
+    vLLM-Omni's own alike: one shape for the parity checkpoint and the engine test's model. ``groups`` codebooks
+    (the talker's code groups == the codec decoder's quantizers); head_dim 64, because vLLM's CPU attention backend
+    refuses smaller heads; ``specials`` names the text tokenizer's ids of the six prompt tokens."""
+    attn = {"num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 64}
+    talker = {
+        **attn,
+        **QWEN3_TTS_CODEC_IDS,
+        "vocab_size": talker_vocab,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": talker_layers,
+        "num_code_groups": groups,
+        "text_vocab_size": 512,
+        "text_hidden_size": 64,
+        "spk_id": dict(speakers),
+        "spk_is_dialect": {name: False for name in speakers},
+        "codec_language_id": dict(languages),
+        "position_id_per_seconds": 12.5,
+        "rope_scaling": {"rope_type": "default", "mrope_section": [8, 12, 12], "interleaved": True},
+        "code_predictor_config": {
+            **attn,
+            "vocab_size": 2048,
+            "hidden_size": 128,
+            "intermediate_size": 256,
+            "num_hidden_layers": 1,
+            "num_code_groups": groups,
+        },
+    }
+    return {
+        "talker_config": talker,
+        "speaker_encoder_config": {
+            "enc_dim": 128,
+            "enc_channels": [32, 32, 32, 32, 96],
+            "enc_attention_channels": 16,
+            "enc_se_channels": 16,
+        },
+        "tokenizer_type": "qwen3_tts_tokenizer_12hz",
+        "tts_model_size": "tiny",
+        "tts_model_type": "custom_voice",
+        "im_start_token_id": specials["<|im_start|>"],
+        "im_end_token_id": specials["<|im_end|>"],
+        "tts_pad_token_id": specials["<|tts_pad|>"],
+        "tts_bos_token_id": specials["<|tts_bos|>"],
+        "tts_eos_token_id": specials["<|tts_eos|>"],
+        "architectures": ["Qwen3TTSForConditionalGeneration"],
+    }
+
+
+def qwen3_tts_tiny_codec(groups: int = 4) -> dict:
+    """Keyword arguments of the matching tiny ``Qwen3TTSTokenizerV2Config`` (the 12 Hz speech tokenizer)."""
+    return {
+        "encoder_config": {
+            "hidden_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 1,
+            "head_dim": 64,
+            "num_key_value_heads": 1,
+            "intermediate_size": 128,
+            "codebook_size": 2048,
+            "num_quantizers": groups,
+            "num_semantic_quantizers": 1,
+            "codebook_dim": 32,
+            "upsample_groups": 64,  # must divide hidden_size (MimiConfig)
+            "num_filters": 8,
+            "vector_quantization_hidden_dimension": 32,
+        },
+        "decoder_config": {
+            "codebook_size": 2048,
+            "hidden_size": 64,
+            "latent_dim": 64,
+            "num_attention_heads": 1,
+            "num_key_value_heads": 1,
+            "head_dim": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 1,
+            "num_quantizers": groups,
+            "decoder_dim": 64,
+            "codebook_dim": 64,  # no default in the decoder config; vLLM-Omni's decoder reads it
+        },
+        "encoder_valid_num_quantizers": groups,
+    }

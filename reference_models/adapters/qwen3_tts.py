@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from omnitts.knowledge import upstream
 from omnitts.validators.parity.adapter import Generation, ReferenceAdapter, Request
 
 GROUPS = 4  # codebooks: the talker's code groups == the codec decoder's quantizers
@@ -34,17 +35,6 @@ _SPECIALS = {
     "<|tts_eos|>": 305,
 }
 _MERGED = "assistant"
-# Codec ids of the talker: codes 0..2047, control ids above (the reference suppresses the top 1024 ids except EOS,
-# so the vocabulary is 2048 + 1024); EOS 2150 is what vLLM-Omni 0.30.0's pipeline stops on.
-_CODEC_IDS = {
-    "codec_pad_id": 2148,
-    "codec_bos_id": 2149,
-    "codec_eos_token_id": 2150,
-    "codec_think_id": 2154,
-    "codec_nothink_id": 2155,
-    "codec_think_bos_id": 2156,
-    "codec_think_eos_id": 2157,
-}
 MAX_NEW_TOKENS = 24
 
 
@@ -150,49 +140,15 @@ def _write_talker(out: Path) -> None:
     from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSConfig
     from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSForConditionalGeneration
 
-    # head_dim 64: vLLM's CPU attention backend refuses smaller heads.
-    attn = {"num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 64}
-    talker = {
-        **attn,
-        **_CODEC_IDS,
-        "vocab_size": 3072,
-        "hidden_size": 128,
-        "intermediate_size": 256,
-        "num_hidden_layers": 2,
-        "num_code_groups": GROUPS,
-        "text_vocab_size": 512,
-        "text_hidden_size": 64,
-        "spk_id": {SPEAKER: 2160},
-        "spk_is_dialect": {SPEAKER: False},
-        "codec_language_id": {LANGUAGE: 2161},
-        "position_id_per_seconds": 12.5,
-        "rope_scaling": {"rope_type": "default", "mrope_section": [8, 12, 12], "interleaved": True},
-        "code_predictor_config": {
-            **attn,
-            "vocab_size": 2048,
-            "hidden_size": 128,
-            "intermediate_size": 256,
-            "num_hidden_layers": 1,
-            "num_code_groups": GROUPS,
-        },
-    }
     config = Qwen3TTSConfig(
-        talker_config=talker,
-        speaker_encoder_config={
-            "enc_dim": 128,
-            "enc_channels": [32, 32, 32, 32, 96],
-            "enc_attention_channels": 16,
-            "enc_se_channels": 16,
-        },
-        tokenizer_type="qwen3_tts_tokenizer_12hz",
-        tts_model_size="tiny",
-        tts_model_type="custom_voice",
-        im_start_token_id=_SPECIALS["<|im_start|>"],
-        im_end_token_id=_SPECIALS["<|im_end|>"],
-        tts_pad_token_id=_SPECIALS["<|tts_pad|>"],
-        tts_bos_token_id=_SPECIALS["<|tts_bos|>"],
-        tts_eos_token_id=_SPECIALS["<|tts_eos|>"],
-        architectures=["Qwen3TTSForConditionalGeneration"],
+        **upstream.qwen3_tts_tiny(
+            talker_vocab=3072,  # codes 0..2047 and the control ids: the reference suppresses the top 1024 but EOS
+            talker_layers=2,
+            speakers={SPEAKER: 2160},
+            languages={LANGUAGE: 2161},
+            specials=_SPECIALS,
+            groups=GROUPS,
+        )
     )
     model = Qwen3TTSForConditionalGeneration(config).eval()
     with torch.no_grad():
@@ -223,37 +179,7 @@ def _write_speech_tokenizer(out: Path) -> None:
     from qwen_tts.core.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import Qwen3TTSTokenizerV2Model
     from transformers import EncodecFeatureExtractor
 
-    codec = Qwen3TTSTokenizerV2Config(
-        encoder_config={
-            "hidden_size": 64,
-            "num_hidden_layers": 1,
-            "num_attention_heads": 1,
-            "head_dim": 64,
-            "num_key_value_heads": 1,
-            "intermediate_size": 128,
-            "codebook_size": 2048,
-            "num_quantizers": GROUPS,
-            "num_semantic_quantizers": 1,
-            "codebook_dim": 32,
-            "upsample_groups": 64,  # must divide hidden_size (MimiConfig)
-            "num_filters": 8,
-            "vector_quantization_hidden_dimension": 32,
-        },
-        decoder_config={
-            "codebook_size": 2048,
-            "hidden_size": 64,
-            "latent_dim": 64,
-            "num_attention_heads": 1,
-            "num_key_value_heads": 1,
-            "head_dim": 64,
-            "intermediate_size": 128,
-            "num_hidden_layers": 1,
-            "num_quantizers": GROUPS,
-            "decoder_dim": 64,
-            "codebook_dim": 64,  # no default in the decoder config; vLLM-Omni's decoder reads it
-        },
-        encoder_valid_num_quantizers=GROUPS,
-    )
+    codec = Qwen3TTSTokenizerV2Config(**upstream.qwen3_tts_tiny_codec(GROUPS))
     model = Qwen3TTSTokenizerV2Model(codec).eval()
     with torch.no_grad():
         for name, param in model.named_parameters():

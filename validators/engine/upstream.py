@@ -169,91 +169,21 @@ def _qwen3_tts(out: Path) -> dict:
         Qwen3TTSTokenizerV2Config,
     )
 
-    groups = 4  # codebooks: the talker's code groups == the codec decoder's quantizers
-    # head_dim 64: the CPU attention backend refuses 16 (real_engine_facts.md).
-    attn = {"num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 64}
-    talker = {
-        **attn,
-        # Codec ids as the release's deploy config expects them (stop_token_ids [2150]); codes 0..2047.
-        "vocab_size": 2176,
-        "hidden_size": 128,
-        "intermediate_size": 256,
-        "num_hidden_layers": 1,
-        "num_code_groups": groups,
-        "text_vocab_size": 512,
-        "text_hidden_size": 64,
-        "codec_pad_id": 2148,
-        "codec_bos_id": 2149,
-        "codec_eos_token_id": 2150,
-        "codec_think_id": 2154,
-        "codec_nothink_id": 2155,
-        "codec_think_bos_id": 2156,
-        "codec_think_eos_id": 2157,
-        "spk_id": {"tiny": 2160},
-        "spk_is_dialect": {"tiny": False},
-        "codec_language_id": {"english": 2161, "auto": 2162},
-        "position_id_per_seconds": 12.5,
-        "rope_scaling": {"rope_type": "default", "mrope_section": [8, 12, 12], "interleaved": True},
-        "code_predictor_config": {
-            **attn,
-            "vocab_size": 2048,
-            "hidden_size": 128,
-            "intermediate_size": 256,
-            "num_hidden_layers": 1,
-            "num_code_groups": groups,
-        },
-    }
+    groups = 4
+    # Codec ids as the release's deploy config expects them (stop_token_ids [2150]); codes 0..2047, control ids to 2175.
     config = Qwen3TTSConfig(
-        talker_config=talker,
-        speaker_encoder_config={
-            "enc_dim": 128,
-            "enc_channels": [32, 32, 32, 32, 96],
-            "enc_attention_channels": 16,
-            "enc_se_channels": 16,
-        },
-        tokenizer_type="qwen3_tts_tokenizer_12hz",
-        tts_model_size="tiny",
-        tts_model_type="custom_voice",
-        im_start_token_id=_QWEN3_SPECIALS["<|im_start|>"],
-        im_end_token_id=_QWEN3_SPECIALS["<|im_end|>"],
-        tts_pad_token_id=_QWEN3_SPECIALS["<|tts_pad|>"],
-        tts_bos_token_id=_QWEN3_SPECIALS["<|tts_bos|>"],
-        tts_eos_token_id=_QWEN3_SPECIALS["<|tts_eos|>"],
-        architectures=["Qwen3TTSForConditionalGeneration"],
+        **upstream.qwen3_tts_tiny(
+            talker_vocab=2176,
+            talker_layers=1,
+            speakers={"tiny": 2160},
+            languages={"english": 2161, "auto": 2162},
+            specials=_QWEN3_SPECIALS,
+            groups=groups,
+        )
     )
     config.save_pretrained(out)
     _drop_unaccepted_keys(out / "config.json", "speaker_encoder_config", config.speaker_encoder_config)
-    codec = Qwen3TTSTokenizerV2Config(
-        encoder_config={
-            "hidden_size": 64,
-            "num_hidden_layers": 1,
-            "num_attention_heads": 1,
-            "head_dim": 64,
-            "num_key_value_heads": 1,
-            "intermediate_size": 128,
-            "codebook_size": 2048,
-            "num_quantizers": groups,
-            "num_semantic_quantizers": 1,
-            "codebook_dim": 32,
-            "upsample_groups": 64,
-            "num_filters": 8,
-            "vector_quantization_hidden_dimension": 32,
-        },
-        decoder_config={
-            "codebook_size": 2048,
-            "hidden_size": 64,
-            "latent_dim": 64,
-            "num_attention_heads": 1,
-            "num_key_value_heads": 1,
-            "head_dim": 64,
-            "intermediate_size": 128,
-            "num_hidden_layers": 1,
-            "num_quantizers": groups,
-            "decoder_dim": 64,
-            "codebook_dim": 64,
-        },
-        encoder_valid_num_quantizers=groups,
-    )
+    codec = Qwen3TTSTokenizerV2Config(**upstream.qwen3_tts_tiny_codec(groups))
     codec.save_pretrained(out / "speech_tokenizer")
     EncodecFeatureExtractor(sampling_rate=24000).save_pretrained(out / "speech_tokenizer")
     fast = PreTrainedTokenizerFast(
