@@ -74,15 +74,6 @@ _QWEN3_REAL_SPECIALS = {
     "<|tts_bos|>": 151672,
     "<|tts_eos|>": 151673,
 }
-_QWEN3_CODEC_IDS = {
-    "codec_pad_id": 2148,
-    "codec_bos_id": 2149,
-    "codec_eos_token_id": 2150,
-    "codec_think_id": 2154,
-    "codec_nothink_id": 2155,
-    "codec_think_bos_id": 2156,
-    "codec_think_eos_id": 2157,
-}
 # Real-size greedy decode length (frames at 12.5 Hz: 6.4 s of audio at most); dummy weights rarely pick EOS.
 _QWEN3_REAL_MAX_TOKENS = 80
 
@@ -110,7 +101,7 @@ def _qwen3_tts_real(out: Path) -> dict:
         "text_vocab_size": 151936,
         # the codec ids of the tiny directory (the release's deploy config stops on 2150); the classes' defaults
         # (4196-4205) lie beyond the default codec vocabulary of 3072
-        **_QWEN3_CODEC_IDS,
+        **upstream.QWEN3_TTS_CODEC_IDS,
         "spk_id": {"real": 2160},
         "spk_is_dialect": {"real": False},
         "codec_language_id": {"english": 2161, "auto": 2162},
