@@ -200,3 +200,15 @@ def qwen3_tts_tiny_codec(groups: int = 4) -> dict:
         },
         "encoder_valid_num_quantizers": groups,
     }
+
+
+def byte_level_alphabet() -> dict[int, str]:
+    """GPT-2's printable byte table: the alphabet of Qwen's byte-level BPE tokenizers (and of the ``tokenizers``
+    ByteLevel normalizer), byte -> character, for tokenizers written by code."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    table, extra = {b: chr(b) for b in printable}, 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table

@@ -194,17 +194,6 @@ def _write_speech_tokenizer(out: Path) -> None:
     EncodecFeatureExtractor(sampling_rate=24000).save_pretrained(out)
 
 
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's printable byte table (byte-level BPE's alphabet)."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    table, extra = {b: chr(b) for b in printable}, 0
-    for b in range(256):
-        if b not in table:
-            table[b] = chr(256 + extra)
-            extra += 1
-    return table
-
-
 def _write_text_tokenizer(out: Path) -> None:
     """A real Qwen2 byte-level BPE tokenizer (vocab.json + merges.txt), written by code: one token per byte plus the
     merges that make "assistant" one token; the special tokens at the config's ids."""
@@ -212,7 +201,7 @@ def _write_text_tokenizer(out: Path) -> None:
 
     from transformers import AddedToken, Qwen2TokenizerFast
 
-    chars = _bytes_to_unicode()
+    chars = upstream.byte_level_alphabet()
     vocab = {chars[b]: b for b in range(256)}
     merges, word = [], _MERGED[0]
     for ch in _MERGED[1:]:

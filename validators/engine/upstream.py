@@ -41,7 +41,7 @@ def _byte_wordlevel(specials: dict[str, int], vocab_size: int = 0):
     listing every hole)."""
     from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
-    chars = _bytes_to_unicode()
+    chars = upstream.byte_level_alphabet()
     vocab = {chars[b]: b for b in range(256)}
     vocab.update(specials)
     taken = set(vocab.values())
@@ -51,17 +51,6 @@ def _byte_wordlevel(specials: dict[str, int], vocab_size: int = 0):
     tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     tok.add_special_tokens(list(specials))
     return tok
-
-
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's printable byte table (the one tokenizers' ByteLevel normalizer maps bytes to)."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    table, extra = {b: chr(b) for b in printable}, 0
-    for b in range(256):
-        if b not in table:
-            table[b] = chr(256 + extra)
-            extra += 1
-    return table
 
 
 # Text-side special tokens of Qwen3-TTS at their real ids (the config classes' defaults: im_start 151644 ...,
