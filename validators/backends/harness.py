@@ -216,13 +216,7 @@ class HarnessBackend(Backend):
             latent = frames is not None and frames.dtype.kind == "f"
             requests.append(
                 ParityRequest(
-                    req.id,
-                    req.text,
-                    ref_waveform=req.waveform,
-                    ref_codes=req.codes,
-                    ref_latents=req.latents,
-                    ref_decoded=req.arrays.get("decoded"),
-                    ref_topk=req.arrays.get("topk"),
+                    **req.reference_side(),
                     codes=None if latent else frames,
                     latents=frames if latent else None,
                     waveform=numpy(res.stream_audio),

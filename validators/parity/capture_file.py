@@ -57,6 +57,19 @@ class CapturedRequest:
     def waveform(self):
         return self.arrays.get("waveform")
 
+    def reference_side(self) -> dict[str, Any]:
+        """The ``ref_*`` fields of a ``ParityRequest`` for this request: what every parity backend compares against."""
+        a = self.arrays
+        return {
+            "request": self.id,
+            "text": self.text,
+            "ref_waveform": a.get("waveform"),
+            "ref_codes": a.get("codes"),
+            "ref_latents": a.get("latents"),
+            "ref_decoded": a.get("decoded"),
+            "ref_topk": a.get("topk"),
+        }
+
 
 @dataclass
 class Capture:

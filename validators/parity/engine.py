@@ -83,13 +83,7 @@ def observe(
     for req in capture.requests:
         requests.append(
             ParityRequest(
-                req.id,
-                req.text,
-                ref_waveform=req.waveform,
-                ref_codes=req.codes,
-                ref_latents=req.latents,
-                ref_decoded=req.arrays.get("decoded"),
-                ref_topk=req.arrays.get("topk"),
+                **req.reference_side(),
                 codes=run.arrays.get(f"{req.id}/codes"),
                 waveform=run.arrays.get(f"{req.id}/waveform"),
                 batched=run.arrays.get(f"batch/{req.id}/waveform"),
