@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from omnitts.validators.engine import install
+from omnitts.validators.engine import install, venvs
 
 RELEASE = "0.30.0"
 H200 = "GPU 0: NVIDIA H200 (UUID: GPU-00000000-0000-0000-0000-000000000000)"
@@ -73,7 +73,7 @@ def builds_nothing(tmp_path, monkeypatch) -> Path:
     def no_build(*args, **kwargs):
         pytest.fail(f"the engine environment was built: {args[:2]}")
 
-    monkeypatch.setattr(install, "_run", no_build)
+    monkeypatch.setattr(venvs.CachedVenv, "run", no_build)
     monkeypatch.setattr(install, "ensure_engine_env", no_build)
     yield cache
     assert not install.venv_dir(RELEASE).exists()

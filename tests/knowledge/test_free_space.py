@@ -8,7 +8,9 @@ from collections import namedtuple
 import pytest
 
 from omnitts.knowledge import releases
-from omnitts.validators.engine import install
+from omnitts.knowledge.references import reference
+from omnitts.validators.engine import install, venvs
+from omnitts.validators.parity import refenv
 
 Usage = namedtuple("Usage", "total used free")
 GIB = 2**30
@@ -38,8 +40,20 @@ def test_engine_env_refuses_before_building(monkeypatch, tmp_path):
     monkeypatch.delenv(install.ENGINE_PYTHON_VAR, raising=False)
     _free(monkeypatch, 0.5)
     ran = []
-    monkeypatch.setattr(install, "_run", lambda *a, **k: ran.append(a))
+    monkeypatch.setattr(venvs.CachedVenv, "run", lambda *a, **k: ran.append(a))
     with pytest.raises(install.EngineEnvError, match=r"^engine env: the engine environment of vLLM-Omni 0\.30\.0"):
         install.ensure_engine_env("0.30.0", log=lambda msg: None)
     assert ran == []  # no venv, no pip
     assert not install.venv_dir("0.30.0").exists()
+
+
+def test_reference_env_refuses_before_building(monkeypatch, tmp_path):
+    monkeypatch.setenv("OMNITTS_CACHE", str(tmp_path))
+    _free(monkeypatch, 0.5)
+    ran = []
+    monkeypatch.setattr(venvs.CachedVenv, "run", lambda *a, **k: ran.append(a))
+    recipe = reference("qwen-tts")
+    with pytest.raises(refenv.ReferenceEnvError, match=r"^reference env: the reference environment qwen-tts needs"):
+        refenv.ensure_reference_env(recipe, log=lambda msg: None)
+    assert ran == []
+    assert not refenv.venv_dir(recipe).exists()

