@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +26,8 @@ import soundfile as sf
 from omnitts.validators.backends.url import has_av
 from omnitts.validators.engine.probe import STEPS, Probe, ProbeError
 from omnitts.validators.verdicts.perf import underrun
+
+from .loopback import Loopback
 
 REPO = Path(__file__).resolve().parents[2]
 SR = 16000
@@ -45,12 +47,11 @@ def synth(text: str, bugs: set[str]) -> np.ndarray:
     return (np.round(wave * 32767) / 32768).astype(np.float32)
 
 
-class FakeSpeechServer:
+class FakeSpeechServer(Loopback):
     """A correct /v1/audio/speech server, or one with the named bugs."""
 
     def __init__(self, bugs: set[str] = frozenset(), formats=("wav", "pcm", "flac")) -> None:
         self.bugs, self.formats = set(bugs), tuple(formats)
-        self.release = threading.Event()  # ends hung handlers at teardown
         self.in_flight = 0
         self.lock = threading.Lock()
         owner = self
@@ -71,20 +72,7 @@ class FakeSpeechServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 owner.speech(self, body)
 
-        ThreadingHTTPServer.request_queue_size = 64  # 8 concurrent connects must not wait for a retry
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
 
     def openapi(self) -> dict:
         props = {

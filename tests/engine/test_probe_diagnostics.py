@@ -15,7 +15,7 @@ import re
 import threading
 import time
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import numpy as np
 import pytest
@@ -24,6 +24,8 @@ from omnitts.validators import checkids
 from omnitts.validators.engine.probe import Probe
 from omnitts.validators.observations import schema
 from omnitts.validators.observations.state import Container, Memory, WorkerState
+
+from .loopback import Loopback
 
 SR, MODEL, PIECE = 16000, "tiny-tts", 1280
 
@@ -43,7 +45,7 @@ def pcm(x: np.ndarray) -> bytes:
         return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
 
 
-class DiagnosticsServer:
+class DiagnosticsServer(Loopback):
     def __init__(self, bugs: set[str] = frozenset()) -> None:
         self.bugs, self.lock, self.count = set(bugs), threading.Lock(), 0
         self.in_flight: dict[str, str] = {}  # request id -> text, in arrival order
@@ -69,18 +71,7 @@ class DiagnosticsServer:
                     return owner.send(self, {"results": [owner.rpc(body["method"])]})
                 owner.speech(self, body)
 
-        ThreadingHTTPServer.request_queue_size = 64
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self):
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
 
     @staticmethod
     def send(handler, payload, status=200, kind="application/json", raw: bytes | None = None):

@@ -16,10 +16,9 @@ import re
 import resource
 import subprocess
 import sys
-import threading
 import time
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import numpy as np
 import pytest
@@ -27,6 +26,8 @@ import soundfile as sf
 
 from omnitts.validators.engine import probe_cli
 from omnitts.validators.engine.probe import Probe
+
+from .loopback import Loopback
 
 SR = 16000
 MODEL = "tiny-tts"
@@ -66,7 +67,7 @@ def openapi(formats=("wav", "pcm", "flac"), stream_format=True, paths=(SPEECH, "
     }
 
 
-class Stub:
+class Stub(Loopback):
     """A speech server that is correct except where a switch says otherwise; ``raw`` routes replace any answer
     with exact bytes ((method, path) -> bytes, or a callable that writes to the socket itself)."""
 
@@ -74,7 +75,6 @@ class Stub:
         self.s = switches
         self.raw = switches.get("raw", {})
         self.sent: list[int] = []  # bytes each flood managed to send before the client left
-        self.release = threading.Event()
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -88,20 +88,7 @@ class Stub:
                 length = int(self.headers.get("Content-Length") or 0)
                 owner.route(self, "POST", self.rfile.read(length))
 
-        ThreadingHTTPServer.request_queue_size = 64
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
 
     # ------------------------------------------------------------------ writing
     @staticmethod
