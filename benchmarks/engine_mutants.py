@@ -140,16 +140,7 @@ DIAGNOSES: dict[str, dict[str, tuple[tuple[str, str], ...]]] = {
 
 
 # What the correct model must pass at every tier for the diagnostics table (the checks and the two they extend).
-DIAGNOSTIC_CHECKS = (
-    checkids.AUDIO_FINITE,
-    checkids.AUDIO_GATES,
-    checkids.I1_STREAM_EQUALS_OFFLINE,
-    checkids.I1_NO_REPLAY,
-    checkids.I1_SEAMS,
-    checkids.I4_CONCURRENCY,
-    checkids.I4_SEED_DETERMINISM,
-    checkids.I5_ABORT_RECOVERY,
-)
+DIAGNOSTIC_CHECKS = checkids.DIAGNOSTICS
 
 
 def checks_for(subject: Subject, checks: str | None) -> str | None:

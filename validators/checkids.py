@@ -161,6 +161,17 @@ I1_STREAMING: tuple[str, ...] = (
     I1_SEAMS,
 )
 I5_STATE: tuple[str, ...] = (I5_STATE_FREED, I5_NO_GROWTH, I5_ABORT_RECOVERY)
+# the audio diagnostics (docs/diagnostics.md): where a replay, a seam, a peer's voice, a seed or an abort went wrong
+DIAGNOSTICS: tuple[str, ...] = (
+    AUDIO_FINITE,
+    AUDIO_GATES,
+    I1_STREAM_EQUALS_OFFLINE,
+    I1_NO_REPLAY,
+    I1_SEAMS,
+    I4_CONCURRENCY,
+    I4_SEED_DETERMINISM,
+    I5_ABORT_RECOVERY,
+)
 # the checks --reference CAPTURE selects (they need a capture to compare with)
 PARITY: tuple[str, ...] = (PARITY_CODES, PARITY_DECODER_ALONE, PARITY_END_TO_END, PARITY_BATCHED)
 

@@ -166,16 +166,7 @@ class DiagnosticsServer(Loopback):
                     self.left.append(rid)
 
 
-ONLY = {
-    checkids.AUDIO_FINITE,
-    checkids.AUDIO_GATES,
-    checkids.I1_STREAM_EQUALS_OFFLINE,
-    checkids.I1_NO_REPLAY,
-    checkids.I1_SEAMS,
-    checkids.I4_CONCURRENCY,
-    checkids.I4_SEED_DETERMINISM,
-    checkids.I5_ABORT_RECOVERY,
-}
+ONLY = set(checkids.DIAGNOSTICS)
 
 
 def probe(tmp_path, bugs=(), rpc=True):
