@@ -11,16 +11,9 @@ import pytest
 
 from omnitts.knowledge import layout
 from omnitts.scaffold.cli import main
+from omnitts.scaffold.resolve import SHARED_FILES
 
-SHARED = (
-    layout.REGISTRY,
-    layout.PIPELINE_REGISTRY,
-    layout.HF_CONFIGS,
-    layout.SERVING,
-    layout.ADAPTERS_INIT,
-    layout.OFFLINE_HUB,
-    layout.ONLINE_HUB,
-)
+SHARED = SHARED_FILES  # every shared file a codemod patches
 
 
 def _to_crlf(root, rels) -> list[str]:
