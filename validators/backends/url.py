@@ -383,22 +383,30 @@ class UrlBackend(Backend):
             pairs.append(StreamPair(label, got, whole, events=events, transport=mode != "sse"))
         return StreamObservation(self.source, tuple(pairs), repeat=self.repeat)
 
-    @observes(ConcurrencyObservation)
-    def concurrency_observation(self) -> ConcurrencyObservation:
-        solo = tuple(self.audio(repr(t), self.pcm(t), text=t) for t in TEXTS)
-        rounds = []
-        for name, batch in (
-            (f"{len(TEXTS)} at once", list(TEXTS)),
-            (f"{2 * len(TEXTS)} at once (reversed, each twice)", list(reversed(TEXTS)) * 2),
-        ):
-            answers = self.at_once([{"input": t, "response_format": "pcm"} for t in batch])
+    def rounds(self, batches: dict[str, list[str]], request) -> tuple[ConcurrentRound, ...]:
+        """Each batch's texts sent at once (``request`` makes a text's body); the audio of each answer, in order."""
+        found = []
+        for name, batch in batches.items():
+            answers = self.at_once([request(t) for t in batch])
             got, errors = [], []
             for text, answer in zip(batch, answers, strict=True):
                 if answer.ok:
                     got.append(self.audio(repr(text), decode.pcm(answer.body), text=text))
                 else:
                     errors.append(f"{text!r}: {answer.brief()}")
-            rounds.append(ConcurrentRound(name, tuple(got), errors=tuple(errors)))
+            found.append(ConcurrentRound(name, tuple(got), errors=tuple(errors)))
+        return tuple(found)
+
+    @observes(ConcurrencyObservation)
+    def concurrency_observation(self) -> ConcurrencyObservation:
+        solo = tuple(self.audio(repr(t), self.pcm(t), text=t) for t in TEXTS)
+        rounds = self.rounds(
+            {
+                f"{len(TEXTS)} at once": list(TEXTS),
+                f"{2 * len(TEXTS)} at once (reversed, each twice)": list(reversed(TEXTS)) * 2,
+            },
+            lambda text: {"input": text, "response_format": "pcm"},
+        )
         return ConcurrencyObservation(self.source, solo, tuple(rounds), repeat=self.repeat)
 
     @observes(OutputsObservation)
@@ -426,20 +434,14 @@ class UrlBackend(Backend):
             if not answer.ok:
                 return SeedObservation(self.source, unavailable=f"seeded request {text!r}: {answer.brief()}")
             solo.append(self.audio(repr(text), decode.pcm(answer.body), text=text))
-        rounds = []
-        for name, batch in (
-            ("4 seeded at once", texts),
-            ("4 seeded, reversed", list(reversed(texts))),
-            ("one seeded request twice", [texts[0], texts[1], texts[0], texts[2]]),
-        ):
-            answers = self.at_once([body(t, seeds[repr(t)]) for t in batch])
-            got, errors = [], []
-            for text, answer in zip(batch, answers, strict=True):
-                if answer.ok:
-                    got.append(self.audio(repr(text), decode.pcm(answer.body), text=text))
-                else:
-                    errors.append(f"{text!r}: {answer.brief()}")
-            rounds.append(ConcurrentRound(name, tuple(got), errors=tuple(errors)))
+        rounds = self.rounds(
+            {
+                "4 seeded at once": texts,
+                "4 seeded, reversed": list(reversed(texts)),
+                "one seeded request twice": [texts[0], texts[1], texts[0], texts[2]],
+            },
+            lambda text: body(text, seeds[repr(text)]),
+        )
         other = self.speech(body(texts[0], SEED + 100))
         reseeded = self.audio(repr(texts[0]), decode.pcm(other.body), text=texts[0]) if other.ok else None
         about = {"seed_key": "the request's `seed` field"}
