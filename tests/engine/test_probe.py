@@ -11,6 +11,7 @@ import base64
 import io
 import json
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -293,7 +294,8 @@ def test_same_audio_for_every_text_is_caught(tmp_path):
 def test_crosstalk_between_concurrent_requests_is_caught(tmp_path):
     result = by_check(run_probe(tmp_path, {"crosstalk"}, only={"i4.concurrency"}))["i4.concurrency"]
     assert not result["passed"] and "MISMATCH: same length" in result["message"]
-    assert "[5 at once]" in result["message"] and "crosstalk:" in result["message"]
+    # which round overlaps (5 at once, or 10) is the scheduler's choice
+    assert re.search(r"\[(5|10) at once", result["message"]) and "crosstalk:" in result["message"]
 
 
 def test_flac_with_a_wrong_sample_rate_is_caught(tmp_path):
