@@ -18,7 +18,7 @@ class BuildError(RuntimeError):
 
 
 def cached(tmp_path, fingerprint="recipe-1") -> CachedVenv:
-    return CachedVenv(tmp_path / "venv", ".ready.json", fingerprint, "test-venv", "[test]", "test env", BuildError)
+    return CachedVenv(tmp_path / "venv", ".ready.json", fingerprint, "[test]", "test env", BuildError)
 
 
 def build_with(cv: CachedVenv, calls: list, log):

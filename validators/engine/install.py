@@ -86,7 +86,6 @@ def _venv(release: str, rec: EngineRecipe) -> CachedVenv:
         venv_dir(release),
         READY,
         rec.fingerprint,
-        lock=f"engine-venv-{release}",
         tag="[omnitts-engine-env]",
         what="engine env",
         error=EngineEnvError,

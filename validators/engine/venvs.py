@@ -27,7 +27,6 @@ class CachedVenv:
     path: Path
     marker: str  # file name, inside ``path``, of the JSON written when a build finished
     fingerprint: str  # the recipe's; a marker with another one is a stale build
-    lock: str  # the cache lock's name
     tag: str  # log prefix, e.g. "[omnitts-engine-env]"
     what: str  # error prefix, e.g. "engine env"
     error: type[Exception]
@@ -35,6 +34,10 @@ class CachedVenv:
     @property
     def python(self) -> Path:
         return self.path / "bin" / "python"
+
+    @property
+    def lock(self) -> str:  # the cache lock's name: the folder's, one lock per environment
+        return self.path.name
 
     @property
     def pip(self) -> list[str]:

@@ -35,7 +35,6 @@ def _venv(recipe: ReferenceRecipe) -> CachedVenv:
         venv_dir(recipe),
         READY,
         recipe.fingerprint,
-        lock=f"reference-venv-{recipe.name}",
         tag="[omnitts-capture]",
         what="reference env",
         error=ReferenceEnvError,
